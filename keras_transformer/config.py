@@ -1,0 +1,246 @@
+"""Frozen model configs: the paper's base and big models, Table 3 rows, tiny."""
+
+import dataclasses
+from typing import Optional
+
+POSITIONAL_CHOICES = ("sinusoidal", "learned")
+SHARING_CHOICES = ("all", "target", "none")
+NORM_CHOICES = ("post", "pre")
+
+
+@dataclasses.dataclass(frozen=True)
+class TransformerConfig:
+    """Hyper-parameters of the Transformer (Vaswani et al., 2017).
+
+    Field names follow the paper's symbols (Table 3).
+
+    Args:
+        vocab_size: V, the target vocabulary size (and the shared one when
+            `share_embeddings="all"`).
+        num_layers: N, layers in the encoder stack and in the decoder stack.
+        d_model: width of every sublayer output and of the embeddings.
+        d_ff: inner width of the position-wise feed-forward network.
+        num_heads: h, the number of attention heads.
+        key_dim: d_k, the query/key width per head. Defaults to
+            `d_model // num_heads`.
+        value_dim: d_v, the value width per head. Defaults to
+            `d_model // num_heads`.
+        dropout: P_drop, applied to every sublayer output before the residual
+            sum and to the sums of embeddings and positional encodings.
+        attention_dropout: dropout on the attention weights (not in the
+            paper, which is why it defaults to 0).
+        label_smoothing: eps_ls of the training loss (section 5.4).
+        positional: "sinusoidal" (section 3.5) or "learned" (Table 3 row E).
+        max_length: longest sequence the learned position table holds, and
+            the longest input the exported model accepts.
+        share_embeddings: "all" ties the source embedding, the target
+            embedding and the pre-softmax projection (section 3.4); "target"
+            ties only the target embedding and the projection (separate
+            source vocabulary); "none" uses three separate matrices.
+        source_vocab_size: source vocabulary size when it differs from
+            `vocab_size` (only with `share_embeddings` "target" or "none").
+        norm_position: "post" is the paper's `LayerNorm(x + Sublayer(x))`;
+            "pre" normalises the sublayer input and adds a final LayerNorm.
+        layer_norm_epsilon: epsilon of every LayerNormalization.
+    """
+
+    vocab_size: int = 37000
+    num_layers: int = 6
+    d_model: int = 512
+    d_ff: int = 2048
+    num_heads: int = 8
+    key_dim: Optional[int] = None
+    value_dim: Optional[int] = None
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    label_smoothing: float = 0.1
+    positional: str = "sinusoidal"
+    max_length: int = 256
+    share_embeddings: str = "all"
+    source_vocab_size: Optional[int] = None
+    norm_position: str = "post"
+    layer_norm_epsilon: float = 1e-6
+
+    def __post_init__(self):
+        for name in ("vocab_size", "num_layers", "d_model", "d_ff"):
+            _check_positive_int(name, getattr(self, name))
+        _check_positive_int("num_heads", self.num_heads)
+        _check_positive_int("max_length", self.max_length)
+        for name in ("key_dim", "value_dim", "source_vocab_size"):
+            if getattr(self, name) is not None:
+                _check_positive_int(name, getattr(self, name))
+        if (self.key_dim is None or self.value_dim is None) and (
+            self.d_model % self.num_heads
+        ):
+            raise ValueError(
+                "`d_model` must be divisible by `num_heads` when `key_dim` "
+                "or `value_dim` is unset (they default to d_model / h). Set "
+                "them explicitly or change num_heads. "
+                f"Received: d_model={self.d_model}, "
+                f"num_heads={self.num_heads}"
+            )
+        for name in ("dropout", "attention_dropout", "label_smoothing"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ValueError(
+                    f"`{name}` must be in [0, 1). Received: {name}={value}"
+                )
+        _check_choice("positional", self.positional, POSITIONAL_CHOICES)
+        _check_choice(
+            "share_embeddings", self.share_embeddings, SHARING_CHOICES
+        )
+        _check_choice("norm_position", self.norm_position, NORM_CHOICES)
+        if (
+            self.share_embeddings == "all"
+            and self.source_vocab_size not in (None, self.vocab_size)
+        ):
+            raise ValueError(
+                "With share_embeddings='all' the source and target share one "
+                "vocabulary, so `source_vocab_size` must be unset or equal "
+                "to `vocab_size`; use share_embeddings='target' or 'none' "
+                "for separate vocabularies. "
+                f"Received: source_vocab_size={self.source_vocab_size}, "
+                f"vocab_size={self.vocab_size}"
+            )
+        if self.layer_norm_epsilon <= 0:
+            raise ValueError(
+                "`layer_norm_epsilon` must be positive. "
+                f"Received: layer_norm_epsilon={self.layer_norm_epsilon}"
+            )
+
+    @property
+    def head_key_dim(self) -> int:
+        """d_k: `key_dim`, or d_model / h when unset."""
+        return self.key_dim or self.d_model // self.num_heads
+
+    @property
+    def head_value_dim(self) -> int:
+        """d_v: `value_dim`, or d_model / h when unset."""
+        return self.value_dim or self.d_model // self.num_heads
+
+    @property
+    def input_vocab_size(self) -> int:
+        """Size of the source vocabulary."""
+        return self.source_vocab_size or self.vocab_size
+
+    def replace(self, **overrides) -> "TransformerConfig":
+        """Returns a copy with `overrides` applied (unknown names raise)."""
+        _check_fields(overrides)
+        return dataclasses.replace(self, **overrides)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "TransformerConfig":
+        _check_fields(values)
+        return cls(**values)
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "TransformerConfig":
+        """A named preset ("tiny", "base", "big" or a Table 3 row) + overrides.
+
+        Args:
+            name: one of `PRESETS`: "tiny", "base", "big", or a Table 3 row
+                "A1".."A4", "B1", "B2", "C1".."C7", "D1".."D4", "E".
+            **overrides: any config field, e.g. `vocab_size=8000`.
+
+        Raises:
+            ValueError: for an unknown preset or field name.
+        """
+        if name not in PRESETS:
+            raise ValueError(
+                f"Unknown preset. Choose one of {sorted(PRESETS)}. "
+                f"Received: name={name!r}"
+            )
+        _check_fields(overrides)
+        return cls(**{**PRESETS[name], **overrides})
+
+
+def _check_positive_int(name, value):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(
+            f"`{name}` must be a positive integer. Received: {name}={value!r}"
+        )
+
+
+def _check_choice(name, value, choices):
+    if value not in choices:
+        raise ValueError(
+            f"`{name}` must be one of {choices}. Received: {name}={value!r}"
+        )
+
+
+def _check_fields(values):
+    known = {f.name for f in dataclasses.fields(TransformerConfig)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise ValueError(
+            f"Unknown TransformerConfig field(s) {unknown}. Known fields: "
+            f"{sorted(known)}. Received: {unknown[0]}={values[unknown[0]]!r}"
+        )
+
+
+_BASE = dict(
+    num_layers=6,
+    d_model=512,
+    d_ff=2048,
+    num_heads=8,
+    dropout=0.1,
+    label_smoothing=0.1,
+)
+
+# Table 3 of the paper: each row changes the base model in the fields given.
+# Unlisted fields are identical to the base model.
+TABLE3_ROWS = {
+    "A1": dict(num_heads=1, key_dim=512, value_dim=512),
+    "A2": dict(num_heads=4, key_dim=128, value_dim=128),
+    "A3": dict(num_heads=16, key_dim=32, value_dim=32),
+    "A4": dict(num_heads=32, key_dim=16, value_dim=16),
+    "B1": dict(key_dim=16),
+    "B2": dict(key_dim=32),
+    "C1": dict(num_layers=2),
+    "C2": dict(num_layers=4),
+    "C3": dict(num_layers=8),
+    "C4": dict(d_model=256, key_dim=32, value_dim=32),
+    "C5": dict(d_model=1024, key_dim=128, value_dim=128),
+    "C6": dict(d_ff=1024),
+    "C7": dict(d_ff=4096),
+    "D1": dict(dropout=0.0),
+    "D2": dict(dropout=0.2),
+    "D3": dict(label_smoothing=0.0),
+    "D4": dict(label_smoothing=0.2),
+    "E": dict(positional="learned"),
+}
+
+# Parameter counts (millions) that Table 3 reports, for the README comparison.
+PAPER_PARAMS_MILLIONS = {
+    "base": 65,
+    "big": 213,
+    "B1": 58,
+    "B2": 60,
+    "C1": 36,
+    "C2": 50,
+    "C3": 80,
+    "C4": 28,
+    "C5": 168,
+    "C6": 53,
+    "C7": 90,
+}
+
+PRESETS = {
+    # Small enough to train on 2 CPU cores in minutes (tests, the demo).
+    "tiny": dict(
+        num_layers=2,
+        d_model=128,
+        d_ff=512,
+        num_heads=4,
+        dropout=0.1,
+        label_smoothing=0.1,
+        vocab_size=8000,
+        max_length=128,
+    ),
+    "base": dict(_BASE),
+    "big": dict(_BASE, d_model=1024, d_ff=4096, num_heads=16, dropout=0.3),
+    **{row: dict(_BASE, **fields) for row, fields in TABLE3_ROWS.items()},
+}

@@ -1,0 +1,298 @@
+"""Scaled dot-product and multi-head attention (section 3.2) with a K/V cache.
+
+Shape legend: B batch, T query length, S key length, L cache length,
+N heads (h), H head width (d_k or d_v), D model width.
+"""
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+from keras_transformer.layers import masks
+
+# Added to masked scores before the softmax; large enough to zero them in
+# float32, small enough not to overflow to -inf (no NaN for an all-masked row).
+_MASK_VALUE = -1e9
+
+
+def scaled_dot_product_attention(
+    query, key, value, mask=None, dropout=None, training=None
+):
+    """Eq. 1: softmax(Q K^T / sqrt(d_k)) V, per head.
+
+    Args:
+        query: [B, N, T, H_k].
+        key: [B, N, S, H_k].
+        value: [B, N, S, H_v].
+        mask: bool, broadcastable to [B, N, T, S]; True = may attend.
+        dropout: optional dropout layer applied to the attention weights.
+        training: passed to `dropout`.
+
+    Returns:
+        (outputs [B, N, T, H_v], weights float32 [B, N, T, S]).
+    """
+    # Scale the queries, not the [T, S] scores: T * H_k multiplies, not T * S.
+    query = query * ops.cast(query.shape[-1] ** -0.5, query.dtype)
+    scores = tf.matmul(query, key, transpose_b=True)  # [B, N, T, S]
+    # The softmax runs in float32, also under mixed precision.
+    scores = ops.cast(scores, "float32")
+    if mask is not None:
+        scores = ops.where(mask, scores, _MASK_VALUE)
+    weights = ops.softmax(scores, axis=-1)
+    attended = ops.cast(weights, value.dtype)
+    if dropout is not None:
+        attended = dropout(attended, training=training)
+    return ops.matmul(attended, value), weights
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head attention of section 3.2.2, with padding/causal masks.
+
+    Projections run as single 2-D matmuls ([B * T, D] x [D, N * H]); the three
+    self-attention projections are fused into one. For incremental decoding
+    the layer keeps a fixed-size key/value cache: self-attention writes the
+    new step at `cache_index`, cross-attention reuses encoder keys/values
+    projected once by `project_memory`.
+
+    Args:
+        num_heads: h, number of heads.
+        key_dim: d_k, query/key width per head.
+        value_dim: d_v, value width per head. Defaults to `key_dim`.
+        output_dim: width of the output. Defaults to the query width.
+        dropout: dropout rate on the attention weights.
+        use_bias: whether the projections have biases.
+        kernel_initializer: initializer of the projection kernels.
+        bias_initializer: initializer of the biases.
+        **kwargs: base layer keyword arguments.
+
+    Call arguments:
+        query: [B, T, D] queries.
+        memory: [B, S, D] keys/values for cross-attention; None for
+            self-attention.
+        attention_mask: bool broadcastable to [B, T, S], True = attend (e.g.
+            `masks.padding_mask(ids)` of shape [B, 1, S]).
+        use_causal_mask: mask future positions (decoder self-attention).
+        cache: self-attention: dict of "key" [B, N, L, H_k] and "value"
+            [B, N, L, H_v] with `cache_index` set (decodes one step, T = 1);
+            cross-attention: the dict of `project_memory(memory)` with
+            `cache_index=None` and `memory=None`.
+        cache_index: int32 scalar, the position of this step in the cache.
+        return_attention_weights: also return the float32 weights
+            [B, N, T, S].
+        training: enables dropout.
+
+    Returns:
+        outputs [B, T, output_dim]; with `return_attention_weights`, also the
+        weights; with a self-attention cache, also the updated cache, in the
+        order `(outputs, weights, cache)`.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        value_dim=None,
+        output_dim=None,
+        dropout=0.0,
+        use_bias=True,
+        kernel_initializer="glorot_uniform",
+        bias_initializer="zeros",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        for name, value in (("num_heads", num_heads), ("key_dim", key_dim)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"`{name}` must be a positive integer. "
+                    f"Received: {name}={value!r}"
+                )
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(
+                f"`dropout` must be in [0, 1). Received: dropout={dropout}"
+            )
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.value_dim = value_dim or key_dim
+        self.output_dim = output_dim
+        self.dropout = dropout
+        self.use_bias = use_bias
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.bias_initializer = keras.initializers.get(bias_initializer)
+        self.dropout_layer = keras.layers.Dropout(dropout, name="dropout")
+        self._attention_weights_dropout = self.dropout_layer if dropout else None
+
+    def build(self, query_shape, memory_shape=None):
+        query_width = query_shape[-1]
+        memory_width = (memory_shape or query_shape)[-1]
+        output_dim = self.output_dim or query_width
+        n = self.num_heads
+        self.query_kernel, self.query_bias = self._projection(
+            "query", query_width, n * self.key_dim
+        )
+        self.key_kernel, self.key_bias = self._projection(
+            "key", memory_width, n * self.key_dim
+        )
+        self.value_kernel, self.value_bias = self._projection(
+            "value", memory_width, n * self.value_dim
+        )
+        self.output_kernel, self.output_bias = self._projection(
+            "output", n * self.value_dim, output_dim
+        )
+        self.built = True
+
+    def _projection(self, name, in_width, out_width):
+        kernel = self.add_weight(
+            name=f"{name}_kernel",
+            shape=(in_width, out_width),
+            initializer=self.kernel_initializer,
+        )
+        bias = None
+        if self.use_bias:
+            bias = self.add_weight(
+                name=f"{name}_bias",
+                shape=(out_width,),
+                initializer=self.bias_initializer,
+            )
+        return kernel, bias
+
+    def _project(self, inputs, kernels, biases):
+        """One 2-D matmul for several projections: [B, L, D] -> list of
+        [B, N, L, H], one per kernel."""
+        widths = [kernel.shape[-1] for kernel in kernels]
+        kernel = kernels[0] if len(kernels) == 1 else ops.concatenate(
+            kernels, axis=-1
+        )
+        batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
+        flat = ops.matmul(ops.reshape(inputs, (-1, inputs.shape[-1])), kernel)
+        if self.use_bias:
+            flat = flat + (
+                biases[0] if len(biases) == 1 else ops.concatenate(biases, 0)
+            )
+        outputs = []
+        start = 0
+        for width in widths:
+            part = flat[:, start : start + width]
+            start += width
+            # [B * L, N * H] -> [B, L, N, H] -> [B, N, L, H]
+            part = ops.reshape(
+                part, (batch, length, self.num_heads, width // self.num_heads)
+            )
+            outputs.append(ops.transpose(part, (0, 2, 1, 3)))
+        return outputs
+
+    def project_memory(self, memory):
+        """Projects encoder outputs once for cross-attention decoding.
+
+        Args:
+            memory: [B, S, D] encoder outputs.
+
+        Returns:
+            dict of "key" [B, N, S, H_k] and "value" [B, N, S, H_v].
+        """
+        key, value = self._project(
+            memory,
+            [self.key_kernel, self.value_kernel],
+            [self.key_bias, self.value_bias],
+        )
+        return {"key": key, "value": value}
+
+    def initial_cache(self, batch_size, max_length, dtype="float32"):
+        """An empty self-attention cache for `max_length` decoding steps."""
+        shape = (batch_size, self.num_heads, max_length)
+        return {
+            "key": ops.zeros((*shape, self.key_dim), dtype=dtype),
+            "value": ops.zeros((*shape, self.value_dim), dtype=dtype),
+        }
+
+    def call(
+        self,
+        query,
+        memory=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        cache=None,
+        cache_index=None,
+        return_attention_weights=False,
+        training=None,
+    ):
+        new_cache = None
+        query_start = 0
+        if cache is not None and cache_index is None:
+            # Cross-attention with keys/values projected once.
+            (q,) = self._project(query, [self.query_kernel], [self.query_bias])
+            key, value = cache["key"], cache["value"]
+        elif memory is None:
+            q, key, value = self._project(
+                query,
+                [self.query_kernel, self.key_kernel, self.value_kernel],
+                [self.query_bias, self.key_bias, self.value_bias],
+            )
+            if cache is not None:
+                # Write this step into the fixed-size cache (T = 1): a select
+                # over positions, which XLA and plain TF both run in place.
+                positions = ops.arange(ops.shape(cache["key"])[2])
+                is_step = ops.reshape(positions == cache_index, (1, 1, -1, 1))
+                key = ops.where(is_step, key, cache["key"])
+                value = ops.where(is_step, value, cache["value"])
+                new_cache = {"key": key, "value": value}
+                query_start = cache_index
+        else:
+            (q,) = self._project(query, [self.query_kernel], [self.query_bias])
+            key, value = self._project(
+                memory,
+                [self.key_kernel, self.value_kernel],
+                [self.key_bias, self.value_bias],
+            )
+
+        mask = None
+        if attention_mask is not None:
+            mask = ops.expand_dims(attention_mask, axis=1)  # [B, 1, T, S]
+        if use_causal_mask or new_cache is not None:
+            mask = masks.merge_masks(
+                mask,
+                masks.causal_mask(
+                    ops.shape(q)[2], ops.shape(key)[2], query_start
+                ),
+            )
+        attended, weights = scaled_dot_product_attention(
+            q, key, value, mask, self._attention_weights_dropout, training
+        )
+        # [B, N, T, H_v] -> [B, T, N, H_v] -> [B * T, N * H_v]
+        attended = ops.transpose(attended, (0, 2, 1, 3))
+        batch, length = ops.shape(attended)[0], ops.shape(attended)[1]
+        flat = ops.reshape(attended, (-1, self.num_heads * self.value_dim))
+        outputs = ops.matmul(flat, self.output_kernel)
+        if self.use_bias:
+            outputs = outputs + self.output_bias
+        outputs = ops.reshape(outputs, (batch, length, outputs.shape[-1]))
+
+        results = (outputs,)
+        if return_attention_weights:
+            results += (weights,)
+        if new_cache is not None:
+            results += (new_cache,)
+        return results[0] if len(results) == 1 else results
+
+    def compute_output_shape(self, query_shape, memory_shape=None):
+        return (*query_shape[:-1], self.output_dim or query_shape[-1])
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "value_dim": self.value_dim,
+                "output_dim": self.output_dim,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+                "kernel_initializer": keras.initializers.serialize(
+                    self.kernel_initializer
+                ),
+                "bias_initializer": keras.initializers.serialize(
+                    self.bias_initializer
+                ),
+            }
+        )
+        return config

@@ -1,0 +1,119 @@
+"""One decoder layer: masked self-attention, encoder-decoder attention and
+feed-forward (section 3.1, Fig. 1).
+
+Shape legend: B batch, T target length, S source length, D d_model, N heads,
+L cache length.
+"""
+
+import keras
+
+from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.encoder_layer import TransformerEncoderLayer
+from keras_transformer.layers.residual import ResidualConnection
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TransformerDecoderLayer(TransformerEncoderLayer):
+    """An encoder layer with causal self-attention and a third sublayer that
+    attends over the encoder output (the "memory").
+
+    Takes the same arguments as `TransformerEncoderLayer`.
+
+    Call arguments:
+        inputs: [B, T, D] target representations.
+        memory: [B, S, D] encoder outputs (may be None when
+            `cross_attention_cache` is given).
+        memory_mask: bool [B, 1, S], True at real source tokens.
+        self_attention_cache: dict "key"/"value" [B, N, L, H] for
+            incremental decoding of one step (T = 1) at `cache_index`.
+        cache_index: int32 scalar position of the step being decoded.
+        cross_attention_cache: the encoder keys/values of
+            `cross_attention.project_memory(memory)`, computed once.
+        return_attention_weights: also return a dict with the "self" and
+            "cross" attention weights [B, N, T, T or L] and [B, N, T, S].
+        training: enables dropout.
+
+    Returns:
+        [B, T, D]; then the weights dict when asked; then the updated
+        self-attention cache when one was given.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.cross_attention = None
+        self.cross_attention_residual = ResidualConnection(
+            self.dropout,
+            self.norm_position,
+            self.layer_norm_epsilon,
+            dtype=self.dtype_policy,
+            name="cross_attention_residual",
+        )
+
+    def build(self, inputs_shape, memory_shape=None):
+        super().build(inputs_shape)
+        d_model = inputs_shape[-1]
+        self.cross_attention = MultiHeadAttention(
+            self.num_heads,
+            self.key_dim or d_model // self.num_heads,
+            self.value_dim,
+            dropout=self.attention_dropout,
+            dtype=self.dtype_policy,
+            name="cross_attention",
+        )
+        self.cross_attention.build(inputs_shape, memory_shape or inputs_shape)
+        self.cross_attention_residual.build(inputs_shape)
+        self.built = True
+
+    def call(
+        self,
+        inputs,
+        memory=None,
+        memory_mask=None,
+        self_attention_cache=None,
+        cache_index=None,
+        cross_attention_cache=None,
+        return_attention_weights=False,
+        training=None,
+    ):
+        x = inputs
+        outputs = self.self_attention(
+            self.attention_residual.normalize_input(x),
+            use_causal_mask=True,
+            cache=self_attention_cache,
+            cache_index=cache_index,
+            return_attention_weights=return_attention_weights,
+            training=training,
+        )
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        attended, extras = outputs[0], list(outputs[1:])
+        weights = {}
+        if return_attention_weights:
+            weights["self"] = extras.pop(0)
+        new_cache = extras.pop(0) if self_attention_cache is not None else None
+        x = self.attention_residual(x, attended, training=training)
+
+        attended = self.cross_attention(
+            self.cross_attention_residual.normalize_input(x),
+            memory=None if cross_attention_cache is not None else memory,
+            attention_mask=memory_mask,
+            cache=cross_attention_cache,
+            return_attention_weights=return_attention_weights,
+            training=training,
+        )
+        if return_attention_weights:
+            attended, weights["cross"] = attended
+        x = self.cross_attention_residual(x, attended, training=training)
+
+        transformed = self.feed_forward(
+            self.feed_forward_residual.normalize_input(x), training=training
+        )
+        x = self.feed_forward_residual(x, transformed, training=training)
+        results = (x,)
+        if return_attention_weights:
+            results += (weights,)
+        if new_cache is not None:
+            results += (new_cache,)
+        return results[0] if len(results) == 1 else results
+
+    def compute_output_shape(self, inputs_shape, memory_shape=None):
+        return inputs_shape

@@ -1,0 +1,100 @@
+"""Token embeddings scaled by sqrt(d_model), reusable as the pre-softmax layer.
+
+Shape legend: B batch, T length, D d_model, V vocabulary.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class ScaledEmbedding(keras.layers.Layer):
+    """Token embedding multiplied by sqrt(d_model) (section 3.4).
+
+    The same matrix can serve as the pre-softmax projection: called with
+    `reverse=True` the layer maps hidden states to logits `x @ E^T`, which is
+    how the paper shares one matrix between the two embedding layers and the
+    output projection.
+
+    Args:
+        vocab_size: V, rows of the embedding matrix.
+        d_model: D, width of each embedding.
+        embeddings_initializer: initializer of the [V, D] matrix. The default
+            normal(0, D^-0.5) gives the scaled embeddings unit variance.
+        **kwargs: base layer keyword arguments.
+
+    Call arguments:
+        inputs: int ids [B, T] (forward) or hidden states [B, T, D]
+            (`reverse=True`).
+        reverse: project hidden states onto the vocabulary instead.
+
+    Returns:
+        [B, T, D] scaled embeddings, or float32 logits [B, T, V] when
+        `reverse=True` (float32 even under mixed precision, for a stable
+        softmax).
+    """
+
+    def __init__(
+        self, vocab_size, d_model, embeddings_initializer=None, **kwargs
+    ):
+        super().__init__(**kwargs)
+        for name, value in (("vocab_size", vocab_size), ("d_model", d_model)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"`{name}` must be a positive integer. "
+                    f"Received: {name}={value!r}"
+                )
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        self.embeddings_initializer = keras.initializers.get(
+            embeddings_initializer
+            or keras.initializers.RandomNormal(stddev=d_model**-0.5)
+        )
+
+    def build(self, inputs_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocab_size, self.d_model),
+            initializer=self.embeddings_initializer,
+        )
+        self.built = True
+
+    def call(self, inputs, reverse=False):
+        if reverse:
+            # [B, T, D] -> [B * T, D] so that the projection is one 2-D
+            # matmul (a broadcast batched matmul is much slower on CPU).
+            hidden = ops.reshape(inputs, (-1, self.d_model))
+            kernel = ops.cast(self.embeddings, inputs.dtype)
+            logits = ops.matmul(hidden, ops.transpose(kernel))
+            leading = ops.shape(inputs)[:-1]
+            logits = ops.reshape(logits, (*leading, self.vocab_size))
+            return ops.cast(logits, "float32")
+        embedded = ops.take(self.embeddings, ops.cast(inputs, "int32"), axis=0)
+        return ops.cast(embedded, self.compute_dtype) * ops.cast(
+            math.sqrt(self.d_model), self.compute_dtype
+        )
+
+    def compute_output_shape(self, inputs_shape, reverse=False):
+        if reverse:
+            return (*inputs_shape[:-1], self.vocab_size)
+        return (*inputs_shape, self.d_model)
+
+    def compute_output_spec(self, inputs, reverse=False):
+        shape = self.compute_output_shape(inputs.shape, reverse)
+        dtype = "float32" if reverse else self.compute_dtype
+        return keras.KerasTensor(shape, dtype=dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocab_size": self.vocab_size,
+                "d_model": self.d_model,
+                "embeddings_initializer": keras.initializers.serialize(
+                    self.embeddings_initializer
+                ),
+            }
+        )
+        return config

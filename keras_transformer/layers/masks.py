@@ -1,0 +1,52 @@
+"""Attention masks: padding (from token ids) and causal (section 3.2.3).
+
+Masks are boolean, True where a query may attend to a key. Shape legend:
+B batch, T query length, S key length.
+"""
+
+import keras
+from keras import ops
+
+from keras_transformer import tokens
+
+
+def padding_mask(ids, pad_id=tokens.PAD_ID):
+    """[B, S] ids -> bool [B, 1, S]: True at real (non-padding) keys."""
+    return ops.expand_dims(ops.not_equal(ids, pad_id), axis=1)
+
+
+def causal_mask(query_length, key_length, query_start=0):
+    """bool [T, S]: query `query_start + t` sees keys 0..query_start + t."""
+    query_positions = ops.arange(query_length) + query_start
+    key_positions = ops.arange(key_length)
+    return key_positions[None, :] <= query_positions[:, None]
+
+
+def merge_masks(*masks):
+    """Logical AND of the masks that are not None (None if all are None)."""
+    result = None
+    for mask in masks:
+        if mask is None:
+            continue
+        result = mask if result is None else ops.logical_and(result, mask)
+    return result
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class PaddingMask(keras.layers.Layer):
+    """Layer form of `padding_mask`, so the functional model shows it.
+
+    Call arguments:
+        inputs: int ids [B, S], 0 = padding.
+
+    Returns:
+        bool [B, 1, S], True at real tokens.
+    """
+
+    def call(self, inputs):
+        return padding_mask(inputs)
+
+    def compute_output_spec(self, inputs):
+        return keras.KerasTensor(
+            (inputs.shape[0], 1, inputs.shape[1]), dtype="bool"
+        )

@@ -1,0 +1,152 @@
+"""Positional encodings: the paper's sinusoids (section 3.5) and a learned table.
+
+Shape legend: B batch, T sequence length, D d_model.
+"""
+
+import math
+
+import keras
+import tensorflow as tf
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class SinusoidalPositionalEncoding(keras.layers.Layer):
+    """Adds the fixed sinusoidal positional encoding of section 3.5.
+
+    `PE(pos, 2i) = sin(pos / 10000^(2i / d_model))` and
+    `PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model))`, with sine and cosine
+    interleaved exactly as in the paper. The encoding is computed for the
+    length of each input, so it works for sequences longer than any seen in
+    training.
+
+    Args:
+        max_wavelength: the base of the geometric progression of wavelengths
+            (10000 in the paper).
+        **kwargs: base layer keyword arguments (`name`, `dtype`, ...).
+
+    Call arguments:
+        inputs: float tensor [B, T, D], the scaled token embeddings.
+        start_index: int, position of `inputs[:, 0]` (non-zero when decoding
+            one step at a time).
+
+    Returns:
+        `inputs + PE[start_index : start_index + T]`, shape [B, T, D].
+    """
+
+    def __init__(self, max_wavelength=10000.0, **kwargs):
+        super().__init__(**kwargs)
+        if max_wavelength <= 0:
+            raise ValueError(
+                "`max_wavelength` must be positive. "
+                f"Received: max_wavelength={max_wavelength}"
+            )
+        self.max_wavelength = max_wavelength
+
+    def call(self, inputs, start_index=0):
+        length = ops.shape(inputs)[1]
+        d_model = inputs.shape[-1]
+        encoding = sinusoidal_encoding(
+            length, d_model, start_index, self.max_wavelength
+        )
+        return inputs + ops.cast(encoding, inputs.dtype)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"max_wavelength": self.max_wavelength})
+        return config
+
+
+def sinusoidal_encoding(length, d_model, start_index=0, max_wavelength=1e4):
+    """The paper's sinusoid table for positions `start_index + [0, length)`.
+
+    Returns:
+        float32 tensor [length, d_model].
+    """
+    if d_model % 2:
+        raise ValueError(
+            "The sinusoidal encoding interleaves sine and cosine pairs, so "
+            f"`d_model` must be even. Received: d_model={d_model}"
+        )
+    positions = ops.cast(ops.arange(length) + start_index, "float32")
+    # 1 / 10000^(2i / d_model) for i in [0, d_model / 2).
+    inverse_frequencies = ops.exp(
+        ops.arange(0, d_model, 2, dtype="float32")
+        * (-math.log(max_wavelength) / d_model)
+    )
+    angles = positions[:, None] * inverse_frequencies[None, :]  # [T, D/2]
+    # Interleave: column 2i is the sine, column 2i + 1 the cosine.
+    pairs = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)
+    return ops.reshape(pairs, (length, d_model))
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class LearnedPositionalEmbedding(keras.layers.Layer):
+    """Adds a learned position embedding (Table 3, row E).
+
+    Unlike the sinusoid it cannot extrapolate: inputs longer than
+    `max_length` positions fail with a clear error.
+
+    Args:
+        max_length: number of positions in the table.
+        initializer: initializer of the [max_length, D] table.
+        **kwargs: base layer keyword arguments.
+
+    Call arguments:
+        inputs: float tensor [B, T, D].
+        start_index: int, position of `inputs[:, 0]`.
+
+    Returns:
+        `inputs + table[start_index : start_index + T]`, shape [B, T, D].
+    """
+
+    def __init__(self, max_length, initializer="glorot_uniform", **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(max_length, int) or max_length < 1:
+            raise ValueError(
+                "`max_length` must be a positive integer. "
+                f"Received: max_length={max_length!r}"
+            )
+        self.max_length = max_length
+        self.initializer = keras.initializers.get(initializer)
+
+    def build(self, inputs_shape):
+        self.table = self.add_weight(
+            name="table",
+            shape=(self.max_length, inputs_shape[-1]),
+            initializer=self.initializer,
+        )
+        self.built = True
+
+    def call(self, inputs, start_index=0):
+        length = ops.shape(inputs)[1]
+        end = start_index + length
+        check = tf.debugging.assert_less_equal(
+            end,
+            self.max_length,
+            message=(
+                "LearnedPositionalEmbedding: the sequence is longer than "
+                "the learned position table (max_length). Use "
+                "positional='sinusoidal' or a larger max_length."
+            ),
+        )
+        with tf.control_dependencies([check]):
+            positions = ops.arange(length) + start_index
+        encoding = ops.take(self.table, positions, axis=0)
+        return inputs + ops.cast(encoding, inputs.dtype)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "max_length": self.max_length,
+                "initializer": keras.initializers.serialize(self.initializer),
+            }
+        )
+        return config

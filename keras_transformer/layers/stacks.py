@@ -1,0 +1,226 @@
+"""The encoder and decoder stacks of N identical layers (section 3.1).
+
+Shape legend: B batch, S source length, T target length, D d_model.
+"""
+
+import keras
+
+from keras_transformer.layers.decoder_layer import TransformerDecoderLayer
+from keras_transformer.layers.encoder_layer import TransformerEncoderLayer
+
+
+class _Stack(keras.layers.Layer):
+    """N layers of one kind, plus a final LayerNorm for pre-norm stacks."""
+
+    layer_class = None
+    layer_prefix = None
+
+    def __init__(
+        self,
+        num_layers,
+        num_heads,
+        d_ff,
+        key_dim=None,
+        value_dim=None,
+        dropout=0.1,
+        attention_dropout=0.0,
+        norm_position="post",
+        layer_norm_epsilon=1e-6,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if not isinstance(num_layers, int) or num_layers < 1:
+            raise ValueError(
+                "`num_layers` must be a positive integer. "
+                f"Received: num_layers={num_layers!r}"
+            )
+        self.num_layers = num_layers
+        self.layer_arguments = dict(
+            num_heads=num_heads,
+            d_ff=d_ff,
+            key_dim=key_dim,
+            value_dim=value_dim,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            norm_position=norm_position,
+            layer_norm_epsilon=layer_norm_epsilon,
+        )
+        self.sublayers = [
+            self.layer_class(
+                **self.layer_arguments,
+                dtype=self.dtype_policy,
+                name=f"{self.layer_prefix}_{index}",
+            )
+            for index in range(num_layers)
+        ]
+        # Pre-norm leaves the last residual sum unnormalised.
+        self.final_norm = None
+        if norm_position == "pre":
+            self.final_norm = keras.layers.LayerNormalization(
+                epsilon=layer_norm_epsilon,
+                dtype=self.dtype_policy,
+                name="final_layer_norm",
+            )
+
+    def _finish(self, x):
+        return self.final_norm(x) if self.final_norm is not None else x
+
+    def compute_output_shape(self, inputs_shape, *args, **kwargs):
+        return inputs_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"num_layers": self.num_layers, **self.layer_arguments})
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TransformerEncoder(_Stack):
+    """N encoder layers.
+
+    Args:
+        num_layers: N.
+        num_heads, d_ff, key_dim, value_dim, dropout, attention_dropout,
+        norm_position, layer_norm_epsilon: as in `TransformerEncoderLayer`.
+        **kwargs: base layer keyword arguments.
+
+    Call arguments:
+        inputs: [B, S, D] embedded source.
+        padding_mask: bool [B, 1, S], True at real tokens.
+        return_attention_weights: also return the list of per-layer
+            self-attention weights [B, N, S, S].
+        training: enables dropout.
+
+    Returns:
+        [B, S, D] encoder output (and the weights list when asked).
+    """
+
+    layer_class = TransformerEncoderLayer
+    layer_prefix = "encoder_layer"
+
+    def build(self, inputs_shape):
+        for layer in self.sublayers:
+            layer.build(inputs_shape)
+        if self.final_norm is not None:
+            self.final_norm.build(inputs_shape)
+        self.built = True
+
+    def call(
+        self,
+        inputs,
+        padding_mask=None,
+        return_attention_weights=False,
+        training=None,
+    ):
+        x = inputs
+        all_weights = []
+        for layer in self.sublayers:
+            x = layer(
+                x,
+                padding_mask=padding_mask,
+                return_attention_weights=return_attention_weights,
+                training=training,
+            )
+            if return_attention_weights:
+                x, weights = x
+                all_weights.append(weights)
+        x = self._finish(x)
+        return (x, all_weights) if return_attention_weights else x
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TransformerDecoder(_Stack):
+    """N decoder layers, with per-layer caches for incremental decoding.
+
+    Args:
+        num_layers: N.
+        num_heads, d_ff, key_dim, value_dim, dropout, attention_dropout,
+        norm_position, layer_norm_epsilon: as in `TransformerDecoderLayer`.
+        **kwargs: base layer keyword arguments.
+
+    Call arguments:
+        inputs: [B, T, D] embedded (shifted) target.
+        memory: [B, S, D] encoder output.
+        memory_mask: bool [B, 1, S], True at real source tokens.
+        self_attention_cache: list of N per-layer caches (see
+            `initial_cache`), to decode the step at `cache_index` (T = 1).
+        cache_index: int32 scalar.
+        cross_attention_cache: list of N per-layer projected encoder
+            keys/values (see `project_memory`).
+        return_attention_weights: also return the per-layer list of
+            {"self", "cross"} weights.
+        training: enables dropout.
+
+    Returns:
+        [B, T, D]; then the weights list when asked; then the updated list of
+        self-attention caches when caches were given.
+    """
+
+    layer_class = TransformerDecoderLayer
+    layer_prefix = "decoder_layer"
+
+    def build(self, inputs_shape, memory_shape=None):
+        for layer in self.sublayers:
+            layer.build(inputs_shape, memory_shape)
+        if self.final_norm is not None:
+            self.final_norm.build(inputs_shape)
+        self.built = True
+
+    def project_memory(self, memory):
+        """Per-layer encoder keys/values, computed once per source batch."""
+        return [
+            layer.cross_attention.project_memory(memory)
+            for layer in self.sublayers
+        ]
+
+    def initial_cache(self, batch_size, max_length, dtype="float32"):
+        """Per-layer empty self-attention caches of `max_length` steps."""
+        return [
+            layer.self_attention.initial_cache(batch_size, max_length, dtype)
+            for layer in self.sublayers
+        ]
+
+    def call(
+        self,
+        inputs,
+        memory=None,
+        memory_mask=None,
+        self_attention_cache=None,
+        cache_index=None,
+        cross_attention_cache=None,
+        return_attention_weights=False,
+        training=None,
+    ):
+        x = inputs
+        all_weights, new_caches = [], []
+        for index, layer in enumerate(self.sublayers):
+            outputs = layer(
+                x,
+                memory=memory,
+                memory_mask=memory_mask,
+                self_attention_cache=(
+                    None
+                    if self_attention_cache is None
+                    else self_attention_cache[index]
+                ),
+                cache_index=cache_index,
+                cross_attention_cache=(
+                    None
+                    if cross_attention_cache is None
+                    else cross_attention_cache[index]
+                ),
+                return_attention_weights=return_attention_weights,
+                training=training,
+            )
+            outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+            x = outputs[0]
+            if return_attention_weights:
+                all_weights.append(outputs[1])
+            if self_attention_cache is not None:
+                new_caches.append(outputs[-1])
+        results = (self._finish(x),)
+        if return_attention_weights:
+            results += (all_weights,)
+        if self_attention_cache is not None:
+            results += (new_caches,)
+        return results[0] if len(results) == 1 else results

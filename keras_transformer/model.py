@@ -1,0 +1,275 @@
+"""The encoder-decoder Transformer as a functional `keras.Model` (Fig. 1).
+
+Shape legend: B batch, S source length, T target length, D d_model,
+V vocabulary, L decoding cache length.
+"""
+
+from typing import Union
+
+import keras
+from keras import ops
+
+from keras_transformer import layers
+from keras_transformer.config import TransformerConfig
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Transformer(keras.Model):
+    """The paper's Transformer, built as a functional model from a config.
+
+    The functional graph maps `{"source_ids", "target_ids"}` (int32 [B, S]
+    and [B, T], 0 = padding, target ids shifted right with BOS first) to
+    float32 logits [B, T, V], so `model.fit` trains it with teacher forcing.
+    The methods `encode`, `decode`, `initial_decoding_state` and
+    `decode_step` reuse the same layers for inference, one step at a time
+    with key/value caches.
+
+    Args:
+        config: a `TransformerConfig` (or its dict form).
+        **kwargs: `keras.Model` keyword arguments (`name`, `dtype`).
+
+    Example:
+    ```python
+    config = TransformerConfig.preset("tiny", vocab_size=1000)
+    model = Transformer(config)
+    logits = model({"source_ids": source_ids, "target_ids": target_ids})
+    ```
+    """
+
+    def __init__(self, config: Union[TransformerConfig, dict], **kwargs):
+        if isinstance(config, dict):
+            config = TransformerConfig.from_dict(config)
+        dtype = kwargs.pop("dtype", None)
+        c = config
+
+        # === Layers ===
+        target_embedding = layers.ScaledEmbedding(
+            c.vocab_size,
+            c.d_model,
+            dtype=dtype,
+            name=(
+                "shared_embedding"
+                if c.share_embeddings == "all"
+                else "target_embedding"
+            ),
+        )
+        if c.share_embeddings == "all":
+            source_embedding = target_embedding
+        else:
+            source_embedding = layers.ScaledEmbedding(
+                c.input_vocab_size, c.d_model, dtype=dtype,
+                name="source_embedding",
+            )
+        if c.share_embeddings == "none":
+            output_projection = keras.layers.Dense(
+                c.vocab_size, use_bias=False, dtype=dtype, name="logits"
+            )
+        else:
+            output_projection = None
+        source_position, target_position = (
+            _positional_layer(c, dtype, name)
+            for name in ("source_position", "target_position")
+        )
+        source_dropout, target_dropout = (
+            keras.layers.Dropout(c.dropout, dtype=dtype, name=name)
+            for name in ("source_dropout", "target_dropout")
+        )
+        stack_arguments = dict(
+            num_layers=c.num_layers,
+            num_heads=c.num_heads,
+            d_ff=c.d_ff,
+            key_dim=c.head_key_dim,
+            value_dim=c.head_value_dim,
+            dropout=c.dropout,
+            attention_dropout=c.attention_dropout,
+            norm_position=c.norm_position,
+            layer_norm_epsilon=c.layer_norm_epsilon,
+            dtype=dtype,
+        )
+        encoder = layers.TransformerEncoder(**stack_arguments, name="encoder")
+        decoder = layers.TransformerDecoder(**stack_arguments, name="decoder")
+        source_padding_mask = layers.PaddingMask(
+            dtype=dtype, name="source_padding_mask"
+        )
+
+        # === Functional model ===
+        source_ids = keras.Input((None,), dtype="int32", name="source_ids")
+        target_ids = keras.Input((None,), dtype="int32", name="target_ids")
+        memory_mask = source_padding_mask(source_ids)  # [B, 1, S]
+        x = source_dropout(source_position(source_embedding(source_ids)))
+        memory = encoder(x, padding_mask=memory_mask)  # [B, S, D]
+        y = target_dropout(target_position(target_embedding(target_ids)))
+        y = decoder(y, memory=memory, memory_mask=memory_mask)  # [B, T, D]
+        if output_projection is None:
+            logits = target_embedding(y, reverse=True)
+        else:
+            logits = ops.cast(output_projection(y), "float32")
+        super().__init__(
+            inputs={"source_ids": source_ids, "target_ids": target_ids},
+            outputs=logits,
+            dtype=dtype,
+            **kwargs,
+        )
+
+        # === Config and layer handles for inference ===
+        self.config = config
+        self.source_embedding = source_embedding
+        self.target_embedding = target_embedding
+        self.output_projection = output_projection
+        self.source_position = source_position
+        self.target_position = target_position
+        self.source_padding_mask = source_padding_mask
+        self.encoder = encoder
+        self.decoder = decoder
+
+    def encode(self, source_ids, training=False, return_attention_weights=False):
+        """Runs the encoder.
+
+        Args:
+            source_ids: int32 [B, S], 0 = padding.
+            training: enables dropout.
+            return_attention_weights: also return the per-layer encoder
+                self-attention weights [B, N, S, S].
+
+        Returns:
+            `(memory [B, S, D], memory_mask bool [B, 1, S])`, plus the
+            weights list when asked.
+        """
+        memory_mask = layers.padding_mask(source_ids)
+        x = self.source_position(self.source_embedding(source_ids))
+        if training:
+            x = self.get_layer("source_dropout")(x, training=True)
+        outputs = self.encoder(
+            x,
+            padding_mask=memory_mask,
+            return_attention_weights=return_attention_weights,
+            training=training,
+        )
+        if return_attention_weights:
+            return outputs[0], memory_mask, outputs[1]
+        return outputs, memory_mask
+
+    def decode(
+        self,
+        target_ids,
+        memory,
+        memory_mask,
+        training=False,
+        return_attention_weights=False,
+    ):
+        """Runs the decoder on a whole (shifted) target sequence.
+
+        Args:
+            target_ids: int32 [B, T], BOS first.
+            memory: [B, S, D] from `encode`.
+            memory_mask: bool [B, 1, S] from `encode`.
+            training: enables dropout.
+            return_attention_weights: also return the per-layer list of
+                {"self", "cross"} attention weights.
+
+        Returns:
+            float32 logits [B, T, V] (and the weights list when asked).
+        """
+        y = self.target_position(self.target_embedding(target_ids))
+        if training:
+            y = self.get_layer("target_dropout")(y, training=True)
+        outputs = self.decoder(
+            y,
+            memory=memory,
+            memory_mask=memory_mask,
+            return_attention_weights=return_attention_weights,
+            training=training,
+        )
+        if return_attention_weights:
+            return self._logits(outputs[0]), outputs[1]
+        return self._logits(outputs)
+
+    def initial_decoding_state(self, memory, max_length):
+        """Caches for `decode_step`.
+
+        Args:
+            memory: [B, S, D] encoder output.
+            max_length: number of decoder steps the self-attention caches
+                hold (an int or a scalar tensor).
+
+        Returns:
+            `(self_attention_cache, cross_attention_cache)`: per-layer lists of
+            dicts; the first grows step by step (and must follow the
+            hypotheses in beam search), the second holds the encoder
+            keys/values, projected once.
+        """
+        batch_size = ops.shape(memory)[0]
+        self_cache = self.decoder.initial_cache(
+            batch_size, max_length, self.decoder.compute_dtype
+        )
+        return self_cache, self.decoder.project_memory(memory)
+
+    def decode_step(
+        self, ids, step, self_attention_cache, cross_attention_cache,
+        memory_mask,
+    ):
+        """Decodes one position with the caches (incremental decoding).
+
+        Args:
+            ids: int32 [B], the tokens at position `step` (BOS at step 0).
+            step: int32 scalar, 0-based position of `ids`.
+            self_attention_cache: from `initial_decoding_state` or the last
+                call.
+            cross_attention_cache: from `initial_decoding_state`.
+            memory_mask: bool [B, 1, S].
+
+        Returns:
+            `(logits float32 [B, V], updated self_attention_cache)`: the
+            logits equal those of a full forward pass at position `step`.
+        """
+        y = self.target_embedding(ops.expand_dims(ids, 1))  # [B, 1, D]
+        y = self.target_position(y, start_index=step)
+        y, new_cache = self.decoder(
+            y,
+            memory_mask=memory_mask,
+            self_attention_cache=self_attention_cache,
+            cache_index=step,
+            cross_attention_cache=cross_attention_cache,
+        )
+        return self._logits(y)[:, 0, :], new_cache
+
+    def _logits(self, hidden):
+        if self.output_projection is None:
+            return self.target_embedding(hidden, reverse=True)
+        return ops.cast(self.output_projection(hidden), "float32")
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+def _positional_layer(config, dtype, name):
+    if config.positional == "learned":
+        return layers.LearnedPositionalEmbedding(
+            config.max_length, dtype=dtype, name=name
+        )
+    return layers.SinusoidalPositionalEncoding(dtype=dtype, name=name)
+
+
+def build_transformer(config: TransformerConfig, **kwargs) -> Transformer:
+    """Builds the functional Transformer model of `config`.
+
+    Args:
+        config: a `TransformerConfig`, e.g. `TransformerConfig.preset("base")`.
+        **kwargs: `keras.Model` keyword arguments (`name`, `dtype`).
+
+    Returns:
+        A `Transformer` (a functional `keras.Model`) with inputs
+        `source_ids` and `target_ids` (int32 [B, length], 0 = padding) and
+        float32 logits [B, target length, vocab_size].
+    """
+    if not isinstance(config, TransformerConfig):
+        raise TypeError(
+            "`config` must be a TransformerConfig, e.g. "
+            "TransformerConfig.preset('base'). "
+            f"Received: config={config!r}"
+        )
+    return Transformer(config, **kwargs)

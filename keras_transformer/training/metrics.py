@@ -1,0 +1,80 @@
+"""Masked token accuracy and perplexity, for `model.compile(metrics=...)`.
+
+Shape legend: B batch, T target length, V vocabulary.
+"""
+
+import keras
+from keras import ops
+
+from keras_transformer import tokens
+
+
+class _MaskedTokenMean(keras.metrics.Metric):
+    """Running mean of a per-token value over real (non-padding) labels."""
+
+    def __init__(self, pad_id=tokens.PAD_ID, name=None, dtype="float32"):
+        super().__init__(name=name, dtype=dtype)
+        self.pad_id = pad_id
+        self.total = self.add_variable((), initializer="zeros", name="total")
+        self.count = self.add_variable((), initializer="zeros", name="count")
+
+    def token_values(self, labels, logits):
+        raise NotImplementedError
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        labels = ops.cast(y_true, "int32")
+        weights = ops.cast(ops.not_equal(labels, self.pad_id), "float32")
+        if sample_weight is not None:
+            weights = weights * ops.cast(sample_weight, "float32")
+        values = self.token_values(labels, ops.cast(y_pred, "float32"))
+        self.total.assign_add(ops.sum(values * weights))
+        self.count.assign_add(ops.sum(weights))
+
+    def reset_state(self):
+        self.total.assign(0.0)
+        self.count.assign(0.0)
+
+    def get_config(self):
+        return {"name": self.name, "pad_id": self.pad_id, "dtype": self.dtype}
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class MaskedTokenAccuracy(_MaskedTokenMean):
+    """Fraction of real target tokens whose argmax prediction is right.
+
+    Args:
+        pad_id: label id that is ignored.
+        name: metric name.
+    """
+
+    def __init__(self, pad_id=tokens.PAD_ID, name="token_accuracy", **kwargs):
+        super().__init__(pad_id=pad_id, name=name, **kwargs)
+
+    def token_values(self, labels, logits):
+        predictions = ops.cast(ops.argmax(logits, axis=-1), "int32")
+        return ops.cast(ops.equal(predictions, labels), "float32")
+
+    def result(self):
+        return self.total / ops.maximum(self.count, 1.0)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class Perplexity(_MaskedTokenMean):
+    """exp(mean negative log-likelihood) over real target tokens (no
+    smoothing), the figure Table 3 reports per wordpiece.
+
+    Args:
+        pad_id: label id that is ignored.
+        name: metric name.
+    """
+
+    def __init__(self, pad_id=tokens.PAD_ID, name="perplexity", **kwargs):
+        super().__init__(pad_id=pad_id, name=name, **kwargs)
+
+    def token_values(self, labels, logits):
+        return ops.sparse_categorical_crossentropy(
+            labels, logits, from_logits=True
+        )
+
+    def result(self):
+        return ops.exp(self.total / ops.maximum(self.count, 1.0))

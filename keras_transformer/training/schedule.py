@@ -1,0 +1,83 @@
+"""The learning-rate schedule of section 5.3 and the paper's Adam settings."""
+
+import keras
+from keras import ops
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """`d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)` (Eq. 3).
+
+    The rate grows linearly for `warmup_steps` steps, peaks at step
+    `warmup_steps`, then decays with the inverse square root of the step.
+    Steps count from 1 as in the paper; step 0 (the optimizer's first
+    update, before its counter moves) gets the rate of step 1 instead of 0,
+    so no update is wasted and nothing divides by zero.
+
+    Args:
+        d_model: the model width (512 for base).
+        warmup_steps: 4000 in the paper.
+        scale: a constant factor on the whole schedule (1.0 in the paper).
+
+    Example:
+    ```python
+    schedule = TransformerSchedule(d_model=512, warmup_steps=4000)
+    optimizer = keras.optimizers.Adam(schedule, 0.9, 0.98, 1e-9)
+    ```
+    """
+
+    def __init__(self, d_model, warmup_steps=4000, scale=1.0):
+        super().__init__()
+        for name, value in (("d_model", d_model), ("warmup_steps", warmup_steps)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(
+                    f"`{name}` must be a positive integer. "
+                    f"Received: {name}={value!r}"
+                )
+        if scale <= 0:
+            raise ValueError(f"`scale` must be positive. Received: scale={scale}")
+        self.d_model = d_model
+        self.warmup_steps = warmup_steps
+        self.scale = scale
+
+    def __call__(self, step):
+        step = ops.maximum(ops.cast(step, "float32"), 1.0)
+        warmup = float(self.warmup_steps)
+        return (
+            self.scale
+            * float(self.d_model) ** -0.5
+            * ops.minimum(ops.rsqrt(step), step * warmup**-1.5)
+        )
+
+    def get_config(self):
+        return {
+            "d_model": self.d_model,
+            "warmup_steps": self.warmup_steps,
+            "scale": self.scale,
+        }
+
+
+def transformer_optimizer(
+    d_model, warmup_steps=4000, scale=1.0, beta_1=0.9, beta_2=0.98,
+    epsilon=1e-9, **kwargs
+):
+    """Adam with the paper's settings (section 5.3) on `TransformerSchedule`.
+
+    Args:
+        d_model: model width.
+        warmup_steps: schedule warmup.
+        scale: schedule factor.
+        beta_1, beta_2, epsilon: Adam settings (paper: 0.9, 0.98, 1e-9).
+        **kwargs: further `keras.optimizers.Adam` arguments (e.g.
+            `clipnorm`).
+
+    Returns:
+        A `keras.optimizers.Adam`.
+    """
+    return keras.optimizers.Adam(
+        learning_rate=TransformerSchedule(d_model, warmup_steps, scale),
+        beta_1=beta_1,
+        beta_2=beta_2,
+        epsilon=epsilon,
+        **kwargs,
+    )

@@ -1,0 +1,41 @@
+"""Installs keras_transformer (distribution name `keras-transformer-nmt`).
+
+The PyPI name `keras-transformer` belongs to an unrelated project, so the
+distribution is called `keras-transformer-nmt`; the import name stays
+`keras_transformer`.
+"""
+
+import setuptools
+
+setuptools.setup(
+    name="keras-transformer-nmt",
+    version="0.1.0",
+    description=(
+        'The Transformer of "Attention Is All You Need" as Keras 3 layers, '
+        "with training, beam search and a TF Serving export."
+    ),
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10,<3.14",
+    packages=setuptools.find_packages(include=["keras_transformer*"]),
+    install_requires=[
+        "tensorflow>=2.21,<2.22",
+        "keras>=3.15,<4",
+        "tensorflow-text>=2.21,<2.22",
+        "tensorflow-datasets>=4.9,<5",
+        "sentencepiece>=0.2,<0.3",
+        "sacrebleu>=2.4,<3",
+        "absl-py>=2.1,<3",
+        "numpy>=1.26,<3",
+        "matplotlib>=3.8,<4",
+    ],
+    extras_require={
+        "test": ["pytest>=8,<10", "pytest-timeout>=2.3,<3", "ruff>=0.6"],
+    },
+    classifiers=[
+        "Programming Language :: Python :: 3",
+        "License :: OSI Approved :: Apache Software License",
+        "Topic :: Scientific/Engineering :: Artificial Intelligence",
+    ],
+    license="Apache-2.0",
+)

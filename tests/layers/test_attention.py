@@ -1,0 +1,107 @@
+import numpy as np
+
+from keras_transformer import layers
+from tests.test_case import TestCase
+
+
+def numpy_multi_head_attention(layer, query, memory, mask=None):
+    """Eq. 1 and the multi-head formula of section 3.2.2, in NumPy."""
+    n, dk, dv = layer.num_heads, layer.key_dim, layer.value_dim
+    w = {v.path.split("/")[-1]: v.numpy() for v in layer.weights}
+    q = query @ w["query_kernel"] + w["query_bias"]
+    k = memory @ w["key_kernel"] + w["key_bias"]
+    v = memory @ w["value_kernel"] + w["value_bias"]
+    heads = []
+    for h in range(n):
+        qh = q[..., h * dk : (h + 1) * dk]
+        kh = k[..., h * dk : (h + 1) * dk]
+        vh = v[..., h * dv : (h + 1) * dv]
+        scores = qh @ np.swapaxes(kh, -1, -2) / np.sqrt(dk)
+        if mask is not None:
+            scores = np.where(mask, scores, -1e9)
+        scores = scores - scores.max(-1, keepdims=True)
+        weights = np.exp(scores) / np.exp(scores).sum(-1, keepdims=True)
+        heads.append(weights @ vh)
+    concat = np.concatenate(heads, axis=-1)
+    return concat @ w["output_kernel"] + w["output_bias"]
+
+
+class MultiHeadAttentionTest(TestCase):
+    def make_layer(self, **kwargs):
+        args = dict(num_heads=4, key_dim=8, value_dim=6)
+        args.update(kwargs)
+        return layers.MultiHeadAttention(**args)
+
+    def test_matches_numpy_reference_with_independent_key_and_value_dims(self):
+        layer = self.make_layer()
+        rng = np.random.default_rng(0)
+        query = rng.normal(size=(2, 5, 12)).astype("float32")
+        memory = rng.normal(size=(2, 7, 12)).astype("float32")
+        outputs = layer(query, memory=memory).numpy()
+        self.assertEqual(outputs.shape, (2, 5, 12))
+        self.assertAllClose(
+            outputs, numpy_multi_head_attention(layer, query, memory), atol=1e-4
+        )
+
+    def test_self_attention_with_padding_mask_matches_reference(self):
+        layer = self.make_layer()
+        rng = np.random.default_rng(1)
+        x = rng.normal(size=(2, 6, 12)).astype("float32")
+        ids = np.array([[5, 6, 7, 0, 0, 0], [5, 6, 7, 8, 9, 10]], "int32")
+        mask = layers.padding_mask(ids)
+        outputs = layer(x, attention_mask=mask).numpy()
+        expected = numpy_multi_head_attention(
+            layer, x, x, np.asarray(mask)
+        )
+        self.assertAllClose(outputs, expected, atol=1e-4)
+
+    def test_masked_keys_get_zero_weight_and_rows_sum_to_one(self):
+        layer = self.make_layer()
+        x = np.random.default_rng(2).normal(size=(1, 4, 12)).astype("float32")
+        mask = layers.padding_mask(np.array([[4, 5, 0, 0]], "int32"))
+        _, weights = layer(
+            x, attention_mask=mask, return_attention_weights=True
+        )
+        weights = weights.numpy()
+        self.assertAllClose(weights.sum(-1), np.ones((1, 4, 4)), atol=1e-5)
+        self.assertAllClose(weights[..., 2:], np.zeros((1, 4, 4, 2)))
+
+    def test_causal_weights_are_lower_triangular(self):
+        layer = self.make_layer()
+        x = np.random.default_rng(3).normal(size=(2, 5, 12)).astype("float32")
+        _, weights = layer(
+            x, use_causal_mask=True, return_attention_weights=True
+        )
+        upper = np.triu(np.ones((5, 5)), k=1).astype(bool)
+        self.assertAllClose(
+            weights.numpy()[..., upper], np.zeros((2, 4, 10)), atol=0
+        )
+
+    def test_self_attention_cache_equals_full_causal_pass(self):
+        layer = self.make_layer()
+        x = np.random.default_rng(4).normal(size=(2, 5, 12)).astype("float32")
+        full = layer(x, use_causal_mask=True).numpy()
+        cache = layer.initial_cache(2, 5)
+        steps = []
+        for t in range(5):
+            out, cache = layer(x[:, t : t + 1], cache=cache, cache_index=t)
+            steps.append(out.numpy()[:, 0])
+        self.assertAllClose(np.stack(steps, 1), full, atol=1e-5)
+
+    def test_cross_attention_cache_equals_memory_pass(self):
+        layer = self.make_layer()
+        rng = np.random.default_rng(5)
+        query = rng.normal(size=(2, 3, 12)).astype("float32")
+        memory = rng.normal(size=(2, 7, 12)).astype("float32")
+        full = layer(query, memory=memory).numpy()
+        cached = layer(query, cache=layer.project_memory(memory)).numpy()
+        self.assertAllClose(cached, full, atol=1e-5)
+
+    def test_invalid_arguments(self):
+        with self.assertRaisesRegex(ValueError, "num_heads=0"):
+            layers.MultiHeadAttention(num_heads=0, key_dim=4)
+        with self.assertRaisesRegex(ValueError, "dropout=1.5"):
+            layers.MultiHeadAttention(num_heads=2, key_dim=4, dropout=1.5)
+
+    def test_config_round_trip(self):
+        self.assert_serialization_round_trip(self.make_layer(dropout=0.1))

@@ -1,0 +1,92 @@
+"""Feed-forward, residual, embedding, encoder/decoder layers and stacks."""
+
+import numpy as np
+
+from keras_transformer import layers
+from tests.test_case import TestCase
+
+
+class FeedForwardTest(TestCase):
+    def test_is_relu_mlp_applied_per_position(self):
+        layer = layers.PositionwiseFeedForward(d_ff=16)
+        x = np.random.default_rng(0).normal(size=(2, 3, 8)).astype("float32")
+        outputs = layer(x).numpy()
+        w1, b1 = layer.inner.kernel.numpy(), layer.inner.bias.numpy()
+        w2, b2 = layer.outer.kernel.numpy(), layer.outer.bias.numpy()
+        expected = np.maximum(0, x @ w1 + b1) @ w2 + b2
+        self.assertAllClose(outputs, expected, atol=1e-5)
+
+    def test_bad_width(self):
+        with self.assertRaisesRegex(ValueError, "d_ff=0"):
+            layers.PositionwiseFeedForward(d_ff=0)
+
+    def test_config_round_trip(self):
+        self.assert_serialization_round_trip(layers.PositionwiseFeedForward(8))
+
+
+class ResidualConnectionTest(TestCase):
+    def test_post_norm_normalises_the_sum(self):
+        layer = layers.ResidualConnection(dropout=0.0)
+        x = np.random.default_rng(1).normal(size=(2, 3, 8)).astype("float32")
+        y = np.random.default_rng(2).normal(size=(2, 3, 8)).astype("float32")
+        out = layer(x, y).numpy()
+        s = x + y
+        expected = (s - s.mean(-1, keepdims=True)) / np.sqrt(
+            s.var(-1, keepdims=True) + 1e-6
+        )
+        self.assertAllClose(out, expected, atol=1e-4)
+        self.assertIs(layer.normalize_input(x), x)
+
+    def test_pre_norm_normalises_the_input(self):
+        layer = layers.ResidualConnection(dropout=0.0, norm_position="pre")
+        x = np.random.default_rng(1).normal(size=(2, 3, 8)).astype("float32")
+        normed = layer.normalize_input(x).numpy()
+        self.assertAllClose(normed.mean(-1), np.zeros((2, 3)), atol=1e-5)
+        self.assertAllClose(layer(x, x).numpy(), 2 * x)
+
+    def test_bad_position(self):
+        with self.assertRaisesRegex(ValueError, "norm_position='middle'"):
+            layers.ResidualConnection(0.1, norm_position="middle")
+
+
+class ScaledEmbeddingTest(TestCase):
+    def test_scales_by_sqrt_d_model_and_reverses_with_the_same_matrix(self):
+        layer = layers.ScaledEmbedding(vocab_size=10, d_model=16)
+        ids = np.array([[1, 2, 3]], "int32")
+        embedded = layer(ids).numpy()
+        matrix = layer.embeddings.numpy()
+        self.assertAllClose(embedded[0], matrix[[1, 2, 3]] * 4.0)
+        logits = layer(embedded, reverse=True).numpy()
+        self.assertEqual(logits.dtype, np.float32)
+        self.assertAllClose(logits, embedded @ matrix.T, atol=1e-4)
+
+    def test_bad_sizes(self):
+        with self.assertRaisesRegex(ValueError, "vocab_size=0"):
+            layers.ScaledEmbedding(0, 4)
+
+    def test_config_round_trip(self):
+        self.assert_serialization_round_trip(layers.ScaledEmbedding(10, 4))
+
+
+class StackTest(TestCase):
+    def test_encoder_and_decoder_config_round_trips(self):
+        for cls in (layers.TransformerEncoder, layers.TransformerDecoder):
+            stack = cls(
+                num_layers=2, num_heads=2, d_ff=8, norm_position="pre"
+            )
+            revived = self.assert_serialization_round_trip(stack)
+            self.assertLen(revived.sublayers, 2)
+            self.assertIsNotNone(revived.final_norm)
+
+    def test_layer_config_round_trips(self):
+        for cls in (
+            layers.TransformerEncoderLayer,
+            layers.TransformerDecoderLayer,
+        ):
+            self.assert_serialization_round_trip(
+                cls(num_heads=2, d_ff=8, key_dim=3, value_dim=5, dropout=0.2)
+            )
+
+    def test_bad_num_layers(self):
+        with self.assertRaisesRegex(ValueError, "num_layers=0"):
+            layers.TransformerEncoder(num_layers=0, num_heads=2, d_ff=8)

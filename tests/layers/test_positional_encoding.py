@@ -1,0 +1,64 @@
+import math
+
+import numpy as np
+
+from keras_transformer import layers
+from tests.test_case import TestCase
+
+
+class SinusoidalPositionalEncodingTest(TestCase):
+    def test_matches_the_papers_formula(self):
+        d_model, length = 16, 50
+        table = layers.sinusoidal_encoding(length, d_model).numpy()
+        for pos in (0, 1, 7, 49):
+            for i in range(d_model // 2):
+                angle = pos / 10000 ** (2 * i / d_model)
+                self.assertAllClose(table[pos, 2 * i], math.sin(angle), atol=1e-5)
+                self.assertAllClose(
+                    table[pos, 2 * i + 1], math.cos(angle), atol=1e-5
+                )
+
+    def test_adds_encoding_and_extrapolates_past_training_lengths(self):
+        layer = layers.SinusoidalPositionalEncoding()
+        inputs = np.zeros((2, 1000, 8), "float32")
+        outputs = layer(inputs).numpy()
+        self.assertAllClose(outputs[0], layers.sinusoidal_encoding(1000, 8))
+        self.assertTrue(np.all(np.isfinite(outputs)))
+
+    def test_start_index_gives_the_same_rows_as_a_full_table(self):
+        layer = layers.SinusoidalPositionalEncoding()
+        full = layer(np.zeros((1, 10, 8), "float32")).numpy()
+        step = layer(np.zeros((1, 1, 8), "float32"), start_index=7).numpy()
+        self.assertAllClose(step[0, 0], full[0, 7])
+
+    def test_odd_width_is_rejected(self):
+        with self.assertRaisesRegex(ValueError, "d_model=7"):
+            layers.sinusoidal_encoding(4, 7)
+
+    def test_config_round_trip(self):
+        self.assert_serialization_round_trip(
+            layers.SinusoidalPositionalEncoding(max_wavelength=500.0)
+        )
+
+
+class LearnedPositionalEmbeddingTest(TestCase):
+    def test_adds_table_rows(self):
+        layer = layers.LearnedPositionalEmbedding(max_length=6)
+        outputs = layer(np.zeros((2, 4, 3), "float32")).numpy()
+        self.assertAllClose(outputs[1], layer.table.numpy()[:4])
+        step = layer(np.zeros((2, 1, 3), "float32"), start_index=5).numpy()
+        self.assertAllClose(step[0, 0], layer.table.numpy()[5])
+
+    def test_too_long_input_fails_clearly(self):
+        layer = layers.LearnedPositionalEmbedding(max_length=4)
+        with self.assertRaisesRegex(Exception, "longer than the learned"):
+            layer(np.zeros((1, 5, 3), "float32"))
+
+    def test_bad_max_length(self):
+        with self.assertRaisesRegex(ValueError, "max_length=0"):
+            layers.LearnedPositionalEmbedding(max_length=0)
+
+    def test_config_round_trip(self):
+        self.assert_serialization_round_trip(
+            layers.LearnedPositionalEmbedding(max_length=9)
+        )

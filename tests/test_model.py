@@ -1,0 +1,184 @@
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from keras_transformer import Transformer
+from keras_transformer import TransformerConfig
+from keras_transformer import build_transformer
+from keras_transformer import config as config_lib
+from tests.test_case import TestCase
+
+
+def closed_form_parameter_count(config):
+    """The architecture's parameter count, written out from the paper."""
+    d, f, n = config.d_model, config.d_ff, config.num_layers
+    dk = config.num_heads * config.head_key_dim
+    dv = config.num_heads * config.head_value_dim
+    # W^Q, W^K (d x h*d_k), W^V (d x h*d_v), W^O (h*d_v x d), with biases.
+    attention = 2 * (d * dk + dk) + (d * dv + dv) + (dv * d + d)
+    feed_forward = d * f + f + f * d + d  # Eq. 2
+    layer_norm = 2 * d  # gain and bias
+    encoder_layer = attention + feed_forward + 2 * layer_norm
+    decoder_layer = 2 * attention + feed_forward + 3 * layer_norm
+    total = n * (encoder_layer + decoder_layer)
+    source_vocab = config.input_vocab_size
+    total += {
+        "all": config.vocab_size * d,
+        "target": (source_vocab + config.vocab_size) * d,
+        "none": (source_vocab + 2 * config.vocab_size) * d,
+    }[config.share_embeddings]
+    if config.positional == "learned":
+        total += 2 * config.max_length * d
+    if config.norm_position == "pre":
+        total += 2 * layer_norm
+    return total
+
+
+def tiny_config(**overrides):
+    return TransformerConfig.preset(
+        "tiny", vocab_size=40, d_model=32, d_ff=64, num_heads=4, **overrides
+    )
+
+
+class TransformerModelTest(TestCase):
+    def call(self, model, source, target):
+        return model(
+            {"source_ids": source, "target_ids": target}, training=False
+        ).numpy()
+
+    def test_is_functional_with_named_inputs_and_float32_logits(self):
+        model = build_transformer(tiny_config())
+        # A functional model: Keras built it from its inputs and outputs.
+        self.assertIn("Functional", [c.__name__ for c in type(model).__mro__])
+        self.assertIn("encoder", [layer.name for layer in model.layers])
+        self.assertEqual(
+            sorted(model.input.keys()), ["source_ids", "target_ids"]
+        )
+        source = self.random_ids((2, 7), 40)
+        target = self.random_ids((2, 5), 40, seed=1)
+        logits = model({"source_ids": source, "target_ids": target})
+        self.assertEqual(tuple(logits.shape), (2, 5, 40))
+        self.assertEqual(logits.dtype, "float32")
+
+    def test_source_padding_changes_no_real_output(self):
+        model = build_transformer(tiny_config())
+        source = self.random_ids((2, 6), 40)
+        target = self.random_ids((2, 5), 40, seed=1)
+        padded = np.concatenate([source, np.zeros((2, 4), "int32")], axis=1)
+        self.assertAllClose(
+            self.call(model, source, target),
+            self.call(model, padded, target),
+            atol=1e-5,
+        )
+
+    def test_target_padding_changes_no_real_position(self):
+        model = build_transformer(tiny_config())
+        source = self.random_ids((2, 6), 40)
+        target = self.random_ids((2, 5), 40, seed=1)
+        padded = np.concatenate([target, np.zeros((2, 3), "int32")], axis=1)
+        self.assertAllClose(
+            self.call(model, source, target),
+            self.call(model, source, padded)[:, :5],
+            atol=1e-5,
+        )
+
+    def test_later_target_tokens_change_no_earlier_logit(self):
+        model = build_transformer(tiny_config())
+        source = self.random_ids((2, 6), 40)
+        target = self.random_ids((2, 6), 40, seed=1)
+        changed = target.copy()
+        changed[:, 3:] = self.random_ids((2, 3), 40, seed=2)
+        before = self.call(model, source, target)
+        after = self.call(model, source, changed)
+        self.assertAllClose(before[:, :3], after[:, :3], atol=1e-5)
+        self.assertNotAllClose(before[:, 3:], after[:, 3:])
+
+    def test_incremental_decoding_equals_full_forward_pass(self):
+        for overrides in (
+            {},
+            dict(positional="learned", norm_position="pre"),
+            dict(share_embeddings="none", source_vocab_size=30),
+        ):
+            model = build_transformer(tiny_config(**overrides))
+            source = self.random_ids((3, 7), 30)
+            source[0, 4:] = 0
+            target = self.random_ids((3, 6), 40, seed=1)
+            full = self.call(model, source, target)
+            memory, memory_mask = model.encode(source)
+            self_cache, cross_cache = model.initial_decoding_state(memory, 6)
+            steps = []
+            for t in range(6):
+                logits, self_cache = model.decode_step(
+                    target[:, t], t, self_cache, cross_cache, memory_mask
+                )
+                steps.append(logits.numpy())
+            self.assertAllClose(np.stack(steps, axis=1), full, atol=1e-4)
+
+    def test_keras_file_round_trip_gives_identical_outputs(self):
+        model = build_transformer(tiny_config(positional="learned"))
+        source = self.random_ids((2, 6), 40)
+        target = self.random_ids((2, 5), 40, seed=1)
+        path = os.path.join(self.get_temp_dir(), "model.keras")
+        model.save(path)
+        restored = keras.saving.load_model(path)
+        self.assertIsInstance(restored, Transformer)
+        self.assertEqual(restored.config, model.config)
+        self.assertAllEqual(
+            self.call(model, source, target), self.call(restored, source, target)
+        )
+
+    def test_get_config_from_config_round_trip(self):
+        model = build_transformer(tiny_config(share_embeddings="target"))
+        clone = Transformer.from_config(model.get_config())
+        self.assertEqual(clone.config, model.config)
+        self.assertEqual(clone.count_params(), model.count_params())
+
+    def test_embedding_sharing_options(self):
+        shared = build_transformer(tiny_config())
+        self.assertIs(shared.source_embedding, shared.target_embedding)
+        target_only = build_transformer(
+            tiny_config(share_embeddings="target", source_vocab_size=25)
+        )
+        self.assertIsNot(
+            target_only.source_embedding, target_only.target_embedding
+        )
+        self.assertEqual(target_only.source_embedding.vocab_size, 25)
+        self.assertIsNone(target_only.output_projection)
+
+    @pytest.mark.slow
+    def test_parameter_counts_equal_the_closed_form(self):
+        variants = [
+            tiny_config(),
+            tiny_config(share_embeddings="target", source_vocab_size=30),
+            tiny_config(share_embeddings="none", source_vocab_size=30),
+            tiny_config(positional="learned", norm_position="pre"),
+        ]
+        # Every Table 3 row, with a small vocabulary (it enters the count
+        # only through the embedding term, checked above and below).
+        variants += [
+            TransformerConfig.preset(row, vocab_size=100)
+            for row in config_lib.TABLE3_ROWS
+        ]
+        for config in variants:
+            model = build_transformer(config)
+            self.assertEqual(
+                model.count_params(), closed_form_parameter_count(config)
+            )
+            keras.backend.clear_session()
+
+    def test_base_and_big_parameter_counts(self):
+        # 37,000 shared tokens, the paper's en-de vocabulary. The paper
+        # reports 65M and 213M, rounded and with an unstated vocabulary.
+        for name, expected in (("base", 63_082_496), ("big", 214_245_376)):
+            config = TransformerConfig.preset(name, vocab_size=37000)
+            self.assertEqual(closed_form_parameter_count(config), expected)
+            model = build_transformer(config)
+            self.assertEqual(model.count_params(), expected)
+            del model
+            keras.backend.clear_session()
+
+    def test_build_rejects_non_config(self):
+        with self.assertRaisesRegex(TypeError, "Received: config="):
+            build_transformer({"d_model": 4})

@@ -1,0 +1,63 @@
+import json
+
+import keras
+import numpy as np
+
+from keras_transformer.training import TransformerSchedule
+from keras_transformer.training import transformer_optimizer
+from tests.test_case import TestCase
+
+
+def paper_rate(step, d_model, warmup):
+    return d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+
+
+class TransformerScheduleTest(TestCase):
+    def test_values_equal_equation_3(self):
+        schedule = TransformerSchedule(d_model=512, warmup_steps=4000)
+        for step in (1, 10, 3999, 4000, 4001, 100000):
+            self.assertAllClose(
+                float(schedule(step)), paper_rate(step, 512, 4000), rtol=1e-5
+            )
+
+    def test_peaks_at_warmup(self):
+        schedule = TransformerSchedule(d_model=512, warmup_steps=100)
+        steps = np.arange(1, 1000)
+        values = np.array([float(schedule(s)) for s in steps])
+        self.assertEqual(steps[values.argmax()], 100)
+
+    def test_step_zero_is_safe_and_equals_step_one(self):
+        schedule = TransformerSchedule(d_model=512, warmup_steps=4000)
+        value = float(schedule(0))
+        self.assertTrue(np.isfinite(value))
+        self.assertGreater(value, 0.0)
+        self.assertAllClose(value, float(schedule(1)))
+
+    def test_scale(self):
+        base = TransformerSchedule(64, 10)
+        scaled = TransformerSchedule(64, 10, scale=2.0)
+        self.assertAllClose(float(scaled(50)), 2 * float(base(50)))
+
+    def test_serialization_round_trip(self):
+        schedule = TransformerSchedule(256, 1000, scale=0.5)
+        serialized = keras.optimizers.schedules.serialize(schedule)
+        json.dumps(serialized)
+        revived = keras.optimizers.schedules.deserialize(serialized)
+        self.assertEqual(revived.get_config(), schedule.get_config())
+        self.assertAllClose(float(revived(77)), float(schedule(77)))
+
+    def test_bad_arguments(self):
+        with self.assertRaisesRegex(ValueError, "warmup_steps=0"):
+            TransformerSchedule(512, 0)
+        with self.assertRaisesRegex(ValueError, "scale=0"):
+            TransformerSchedule(512, 10, scale=0)
+
+    def test_optimizer_has_the_papers_adam_settings(self):
+        optimizer = transformer_optimizer(d_model=512)
+        self.assertAllClose(
+            (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon),
+            (0.9, 0.98, 1e-9),
+        )
+        self.assertIsInstance(optimizer.learning_rate_schedule if hasattr(
+            optimizer, "learning_rate_schedule") else optimizer._learning_rate,
+            TransformerSchedule)
