@@ -25,6 +25,7 @@ setuptools.setup(
         "tensorflow-datasets>=4.9,<5",
         "sentencepiece>=0.2,<0.3",
         "sacrebleu>=2.4,<3",
+        "sacremoses>=0.1,<1",
         "absl-py>=2.1,<3",
         "numpy>=1.26,<3",
         "matplotlib>=3.8,<4",
