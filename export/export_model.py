@@ -1,0 +1,165 @@
+r"""Exports a trained Transformer as a TF Serving SavedModel.
+
+Writes `<export_dir>/<model_name>/<version>/` with the tokenizer inside and
+the signatures `serving_default`, `translate_ids` and
+`translate_with_options` (see export/README.md):
+
+  python export/export_model.py --model_dir=runs/base \
+      --export_dir=/models --model_name=transformer --version=1
+
+The model is `<model_dir>/model.keras`, or `--checkpoint` (several
+comma-separated `.keras` files are averaged, as in the paper's section 6.1);
+the vocabulary is `--vocab`, or the first `*.model` file of `--model_dir`.
+"""
+
+import os
+import sys
+
+from absl import app, flags
+
+# Runs as a script from any directory: the package is the repository root.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from keras_transformer import serving
+from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.decoding import translator as translator_lib
+
+FLAGS = flags.FLAGS
+
+
+def define_flags(flag_values=FLAGS):
+    """Defines the command's flags (called when run as a script).
+
+    Not at import time, so tests import `export` next to other binaries
+    whose flags share names (`--model_dir`).
+    """
+    flags.DEFINE_string(
+        "model_dir",
+        None,
+        "Training output: holds model.keras and a *.model vocabulary.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_list(
+        "checkpoint",
+        [],
+        "`.keras` file(s) to export instead of <model_dir>/model.keras; "
+        "several are averaged (e.g. the last 5 checkpoints).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "vocab",
+        None,
+        "Sentencepiece model; default: the first *.model in model_dir.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "export_dir",
+        None,
+        "TF Serving base directory.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "model_name",
+        "transformer",
+        "Model name in TF Serving.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "version",
+        1,
+        "Version directory (positive integer).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "beam_size",
+        translator_lib.DEFAULT_BEAM_SIZE,
+        "Beam size K.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_float(
+        "alpha",
+        translator_lib.DEFAULT_ALPHA,
+        "Default length penalty alpha.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_integer(
+        "length_offset",
+        translator_lib.DEFAULT_LENGTH_OFFSET,
+        "Default output length allowance beyond the input length.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "overwrite",
+        False,
+        "Replace an existing version.",
+        flag_values=flag_values,
+    )
+    flags.mark_flag_as_required("export_dir", flag_values=flag_values)
+
+
+def export(
+    model_dir,
+    checkpoints,
+    vocab,
+    export_dir,
+    model_name,
+    version,
+    beam_size,
+    alpha,
+    length_offset,
+    overwrite,
+):
+    """Loads the model and vocabulary and writes the SavedModel.
+
+    Returns:
+        The version directory written.
+
+    Raises:
+        ValueError: if neither `model_dir` nor `checkpoints` is given.
+    """
+    if not checkpoints and not model_dir:
+        raise ValueError(
+            "Pass --model_dir (holding model.keras) or --checkpoint PATH. "
+            "Received: model_dir=None, checkpoint=[]"
+        )
+    checkpoints = checkpoints or [os.path.join(model_dir, "model.keras")]
+    if not vocab:
+        if not model_dir:
+            raise ValueError(
+                "Pass --vocab PATH (the sentencepiece *.model file) or "
+                "--model_dir holding it. Received: vocab=None, model_dir=None"
+            )
+        vocab = serving.find_vocab(model_dir)
+    path = serving.serving_path(export_dir, model_name, version)
+    serving.check_export_path(path, overwrite)  # before the slow loading
+    model = serving.average_models(checkpoints)
+    translator = translator_lib.Translator(
+        model,
+        SubwordTokenizer.from_file(vocab),
+        beam_size=beam_size,
+        alpha=alpha,
+        length_offset=length_offset,
+    )
+    return serving.export_translator(translator, path, overwrite=overwrite)
+
+
+def main(argv):
+    del argv  # Unused.
+    path = export(
+        model_dir=FLAGS.model_dir,
+        checkpoints=FLAGS.checkpoint,
+        vocab=FLAGS.vocab,
+        export_dir=FLAGS.export_dir,
+        model_name=FLAGS.model_name,
+        version=FLAGS.version,
+        beam_size=FLAGS.beam_size,
+        alpha=FLAGS.alpha,
+        length_offset=FLAGS.length_offset,
+        overwrite=FLAGS.overwrite,
+    )
+    print(f"Exported {path}")
+
+
+if __name__ == "__main__":
+    define_flags()
+    app.run(main)

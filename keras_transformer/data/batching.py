@@ -1,0 +1,227 @@
+"""Token-count batching (section 5.1): length buckets under a token budget.
+
+Shapes: B batch, S source length, T target length.
+"""
+
+import tensorflow as tf
+
+from keras_transformer import tokens
+
+# The longest model sequence unless told otherwise (EOS or BOS included).
+DEFAULT_MAX_LENGTH = 256
+
+
+def bucket_lengths(
+    max_length: int, min_length: int = 8, growth: float = 1.1
+) -> list[int]:
+    """Padded lengths of the buckets: geometric steps up to `max_length`.
+
+    Args:
+        max_length: the last (longest) bucket length.
+        min_length: the first bucket length.
+        growth: ratio between neighbouring lengths (at least +1).
+
+    Returns:
+        Increasing lengths ending with `max_length`.
+    """
+    lengths = []
+    length = min(min_length, max_length)
+    while length < max_length:
+        lengths.append(length)
+        length = max(length + 1, int(length * growth))
+    return lengths + [max_length]
+
+
+def token_batches(
+    examples: tf.data.Dataset,
+    batch_tokens: int,
+    max_length: int = DEFAULT_MAX_LENGTH,
+    *,
+    shuffle: bool = True,
+    seed: int | None = None,
+    deterministic: bool = False,
+    shuffle_buffer: int = 100_000,
+    repeat: bool = False,
+) -> tf.data.Dataset:
+    """Batches examples by token count, as the paper does (section 5.1).
+
+    Each example gets EOS appended to the source, BOS prepended to the
+    target input, EOS appended to the labels. Examples are bucketed by
+    their longest sequence; a bucket of padded length P takes
+    `batch_tokens // P` examples and pads them to P, so no batch holds more
+    than `batch_tokens` source or target positions (padding included), and
+    a bounded set of shapes reaches the model. Every example comes out
+    exactly once per epoch (the last batch of a bucket may be smaller).
+
+    Examples longer than `max_length` are not dropped here (that would be
+    silent): filter them first and count them, as
+    `pipeline.filter_by_length` does; an overlong example raises
+    `tf.errors.InvalidArgumentError` while iterating.
+
+    Args:
+        examples: dataset of `(source_ids, target_ids)` int32 [S] and [T]
+            token ids without specials.
+        batch_tokens: token budget per batch and per side.
+        max_length: the longest model sequence, counting the added EOS
+            (or BOS); also the longest bucket.
+        shuffle: shuffle examples before bucketing.
+        seed: shuffle seed; `None` draws one unless `deterministic`.
+        deterministic: same batches in the same order on every run (seed 0
+            when `seed` is None, deterministic tf.data ordering).
+        shuffle_buffer: examples held by the shuffle buffer.
+        repeat: repeat forever (each epoch reshuffled) instead of one epoch.
+
+    Returns:
+        A dataset of `({"source_ids": int32 [B, S], "target_ids": int32
+        [B, T]}, labels int32 [B, T])`, S = T = the bucket length, 0 padding,
+        prefetched.
+
+    Raises:
+        ValueError: if `max_length` < 2 or `batch_tokens` < `max_length`.
+    """
+    if not isinstance(max_length, int) or max_length < 2:
+        raise ValueError(
+            "`max_length` must be an integer >= 2 (one token and EOS). "
+            f"Received: max_length={max_length}"
+        )
+    if not isinstance(batch_tokens, int) or batch_tokens < max_length:
+        raise ValueError(
+            "`batch_tokens` must be an integer >= `max_length` so that a "
+            "longest example fits in a batch; raise batch_tokens or lower "
+            f"max_length. Received: batch_tokens={batch_tokens}, "
+            f"max_length={max_length}"
+        )
+    if deterministic and seed is None:
+        seed = 0
+    dataset = examples.map(
+        lambda source, target: _add_specials(source, target, max_length),
+        num_parallel_calls=tf.data.AUTOTUNE,
+    )
+    if shuffle:
+        dataset = dataset.shuffle(
+            shuffle_buffer, seed=seed, reshuffle_each_iteration=True
+        )
+    if repeat:
+        dataset = dataset.repeat()
+    lengths = bucket_lengths(max_length)
+    dataset = dataset.bucket_by_sequence_length(
+        element_length_func=_example_length,
+        # Bucket i holds lengths in [lengths[i-1] + 1, lengths[i]].
+        bucket_boundaries=[length + 1 for length in lengths],
+        # The last, open-ended bucket is unused: lengths <= max_length.
+        bucket_batch_sizes=[batch_tokens // length for length in lengths] + [1],
+        pad_to_bucket_boundary=True,
+        padding_values=tokens.PAD_ID,
+    )
+    dataset = dataset.map(_to_features_and_labels)
+    options = tf.data.Options()
+    options.deterministic = deterministic
+    return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def _add_specials(source, target, max_length):
+    source = tf.cast(source, tf.int32)
+    target = tf.cast(target, tf.int32)
+    eos = tf.constant([tokens.EOS_ID], tf.int32)
+    bos = tf.constant([tokens.BOS_ID], tf.int32)
+    length = tf.maximum(tf.size(source), tf.size(target)) + 1
+    check = tf.debugging.assert_less_equal(
+        length,
+        max_length,
+        message=(
+            "An example is longer than max_length (EOS included); filter "
+            "overlong examples first with pipeline.filter_by_length, which "
+            "counts them, or raise max_length."
+        ),
+    )
+    with tf.control_dependencies([check]):
+        source_ids = tf.concat([source, eos], 0)  # [S]
+    target_ids = tf.concat([bos, target], 0)  # [T]
+    labels = tf.concat([target, eos], 0)  # [T]
+    return source_ids, target_ids, labels
+
+
+def _example_length(source_ids, target_ids, labels):
+    del labels  # Same length as target_ids.
+    return tf.maximum(tf.shape(source_ids)[0], tf.shape(target_ids)[0])
+
+
+def _to_features_and_labels(source_ids, target_ids, labels):
+    features = {"source_ids": source_ids, "target_ids": target_ids}
+    return features, labels
+
+
+def padding_efficiency(batches: tf.data.Dataset) -> float:
+    """Real tokens / padded positions over source and target of all batches.
+
+    Args:
+        batches: a finite dataset from `token_batches`.
+
+    Returns:
+        A float in (0, 1]; 1 means no padding at all.
+
+    Raises:
+        ValueError: if the dataset has no tokens.
+    """
+    real = padded = 0
+    for features, _ in batches.as_numpy_iterator():
+        for name in ("source_ids", "target_ids"):
+            ids = features[name]
+            real += int((ids != tokens.PAD_ID).sum())
+            padded += ids.size
+    if not padded:
+        raise ValueError(
+            "`batches` holds no tokens, so it has no padding efficiency. "
+            "Received: batches=<empty>"
+        )
+    return real / padded
+
+
+def distributed_dataset_fn(
+    examples: tf.data.Dataset,
+    batch_tokens: int,
+    max_length: int = DEFAULT_MAX_LENGTH,
+    **batch_kwargs,
+):
+    """Builds the `dataset_fn` of `strategy.distribute_datasets_from_function`.
+
+    `batch_tokens` is the global budget of one training step: each replica
+    gets batches of `batch_tokens // num_replicas_in_sync` tokens. With
+    several input pipelines (workers), each reads its own disjoint shard
+    of `examples` (`Dataset.shard` by input pipeline id).
+
+    Args:
+        examples: dataset of `(source_ids, target_ids)` as `token_batches`.
+        batch_tokens: global token budget per step and per side.
+        max_length: the longest model sequence, as in `token_batches`.
+        **batch_kwargs: other `token_batches` arguments (`shuffle`, `seed`,
+            `deterministic`, `repeat`, ...).
+
+    Returns:
+        A function `tf.distribute.InputContext -> tf.data.Dataset`; it
+        raises `ValueError` if the per-replica budget is below `max_length`.
+
+    Example:
+
+    >>> dataset = strategy.distribute_datasets_from_function(
+    ...     distributed_dataset_fn(examples, batch_tokens=25000))
+    """
+
+    def dataset_fn(input_context: tf.distribute.InputContext):
+        replicas = input_context.num_replicas_in_sync
+        if batch_tokens // replicas < max_length:
+            raise ValueError(
+                "`batch_tokens` is the global budget per step; split over "
+                f"{replicas} replicas it leaves {batch_tokens // replicas} "
+                f"tokens, fewer than max_length={max_length}. Raise "
+                f"batch_tokens. Received: batch_tokens={batch_tokens}"
+            )
+        shard = examples.shard(
+            input_context.num_input_pipelines,
+            input_context.input_pipeline_id,
+        )
+        return token_batches(
+            shard, batch_tokens // replicas, max_length, **batch_kwargs
+        )
+
+    return dataset_fn

@@ -1,0 +1,284 @@
+"""From a `--data` spec to token batches in one call, with counted filtering.
+
+Shapes: N examples, S source length, T target length.
+"""
+
+import dataclasses
+import os
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from keras_transformer.data import batching, sources
+from keras_transformer.data import tokenizer as tokenizer_lib
+
+
+@dataclasses.dataclass(frozen=True)
+class DataStats:
+    """What happened to one split on its way to batches.
+
+    Args:
+        num_pairs: sentence pairs read.
+        dropped_empty: pairs dropped because a side has no tokens.
+        dropped_overlong: pairs dropped because a side is longer than
+            `max_length` once EOS (or BOS) is added.
+        num_examples: pairs kept.
+        source_tokens: subword tokens of the kept sources (no specials).
+        target_tokens: subword tokens of the kept targets (no specials).
+        num_batches: batches in one epoch (single input pipeline), or None
+            when not measured.
+        padding_efficiency: real tokens / padded positions of those batches,
+            or None when not measured.
+    """
+
+    num_pairs: int
+    dropped_empty: int
+    dropped_overlong: int
+    num_examples: int
+    source_tokens: int
+    target_tokens: int
+    num_batches: int | None = None
+    padding_efficiency: float | None = None
+
+
+def tokenize_pairs(
+    pairs: tf.data.Dataset,
+    tokenizer: tokenizer_lib.SubwordTokenizer,
+    batch_size: int = 1024,
+) -> tuple[tf.RaggedTensor, tf.RaggedTensor]:
+    """Tokenizes a whole corpus of `(source, target)` strings in the graph.
+
+    Args:
+        pairs: dataset of scalar `tf.string` pairs.
+        tokenizer: the shared subword tokenizer.
+        batch_size: sentences tokenized per call.
+
+    Returns:
+        `(source_ids, target_ids)`, int32 ragged [N, (S)] and [N, (T)].
+    """
+    tokenized = pairs.batch(batch_size).map(
+        lambda source, target: (
+            tokenizer.tokenize(source),
+            tokenizer.tokenize(target),
+        ),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )
+    # Collect NumPy pieces: one concatenation at the end is much faster
+    # than growing ragged tensors batch by batch.
+    values = ([], [])
+    lengths = ([], [])
+    for batch in tokenized.prefetch(tf.data.AUTOTUNE):
+        for side, ids in enumerate(batch):
+            values[side].append(ids.flat_values.numpy())
+            lengths[side].append(ids.row_lengths().numpy())
+    return tuple(
+        tf.RaggedTensor.from_row_lengths(
+            _concatenate(values[side], np.int32),
+            _concatenate(lengths[side], np.int64),
+        )
+        for side in (0, 1)
+    )
+
+
+def _concatenate(arrays, dtype):
+    return (
+        np.concatenate(arrays).astype(dtype) if arrays else np.zeros([0], dtype)
+    )
+
+
+def filter_by_length(
+    source_ids: tf.RaggedTensor,
+    target_ids: tf.RaggedTensor,
+    max_length: int,
+) -> tuple[tf.RaggedTensor, tf.RaggedTensor, DataStats]:
+    """Drops pairs with an empty side or a side too long, and counts them.
+
+    Args:
+        source_ids: int32 ragged [N, (S)] source ids without specials.
+        target_ids: int32 ragged [N, (T)] target ids without specials.
+        max_length: the longest model sequence, EOS (or BOS) included, so
+            sides of at most `max_length - 1` tokens are kept.
+
+    Returns:
+        The kept `(source_ids, target_ids)` in order, and the counts.
+    """
+    source_lengths = source_ids.row_lengths().numpy()
+    target_lengths = target_ids.row_lengths().numpy()
+    empty = (source_lengths == 0) | (target_lengths == 0)
+    overlong = ~empty & (
+        np.maximum(source_lengths, target_lengths) + 1 > max_length
+    )
+    keep = np.flatnonzero(~empty & ~overlong)
+    stats = DataStats(
+        num_pairs=len(source_lengths),
+        dropped_empty=int(empty.sum()),
+        dropped_overlong=int(overlong.sum()),
+        num_examples=len(keep),
+        source_tokens=int(source_lengths[keep].sum()),
+        target_tokens=int(target_lengths[keep].sum()),
+    )
+    return tf.gather(source_ids, keep), tf.gather(target_ids, keep), stats
+
+
+def make_training_dataset(
+    spec: sources.DataSpec | str,
+    tokenizer: tokenizer_lib.SubwordTokenizer,
+    *,
+    src_lang: str,
+    tgt_lang: str,
+    batch_tokens: int,
+    max_length: int = batching.DEFAULT_MAX_LENGTH,
+    split: str = "train",
+    data_dir: str | None = None,
+    shuffle: bool = True,
+    seed: int | None = None,
+    deterministic: bool = False,
+    repeat: bool = False,
+    strategy: tf.distribute.Strategy | None = None,
+    measure_padding: bool = True,
+) -> tuple[tf.data.Dataset, DataStats]:
+    """Loads, tokenizes, filters (counted) and batches one split.
+
+    The tokenized split is held in memory (int32 ids), which makes the
+    filter counts exact and each epoch cheap.
+
+    Args:
+        spec: a `DataSpec` or `--data` string (see `sources.SPEC_FORMS`).
+        tokenizer: the shared subword tokenizer.
+        src_lang: source language code.
+        tgt_lang: target language code.
+        batch_tokens: token budget per step and per side; with `strategy`
+            the global budget, split evenly over the replicas.
+        max_length: the longest model sequence, EOS (or BOS) included.
+        split: "train", "dev" or "test".
+        data_dir: TFDS data directory (for "tfds" specs).
+        shuffle: shuffle examples each epoch.
+        seed: shuffle seed.
+        deterministic: the same batches on every run.
+        repeat: repeat forever (for `fit` with `steps_per_epoch`).
+        strategy: if given, returns its distributed dataset: per-replica
+            batches, one disjoint shard per input pipeline.
+        measure_padding: iterate one epoch to fill `num_batches` and
+            `padding_efficiency` of the stats.
+
+    Returns:
+        `(dataset, stats)`: batches as `batching.token_batches` makes them,
+        and the `DataStats` of the split (also logged).
+
+    Raises:
+        ValueError: if no pair survives the filters, plus the errors of
+            `sources.load_split` and `batching.token_batches`.
+    """
+    pairs = sources.load_split(spec, split, src_lang, tgt_lang, data_dir)
+    source_ids, target_ids, stats = filter_by_length(
+        *tokenize_pairs(pairs, tokenizer), max_length
+    )
+    if not stats.num_examples:
+        raise ValueError(
+            f"No pair of the {split} split is left after filtering "
+            f"({stats.dropped_empty} with an empty side, "
+            f"{stats.dropped_overlong} longer than max_length). Check the "
+            f"data or raise max_length. Received: max_length={max_length}"
+        )
+    examples = tf.data.Dataset.from_tensor_slices((source_ids, target_ids))
+    batch_kwargs = {
+        "max_length": max_length,
+        "shuffle": shuffle,
+        "seed": seed,
+        "deterministic": deterministic,
+    }
+    if measure_padding:
+        epoch = batching.token_batches(examples, batch_tokens, **batch_kwargs)
+        stats = dataclasses.replace(
+            stats,
+            num_batches=int(epoch.reduce(0, lambda count, _: count + 1)),
+            padding_efficiency=batching.padding_efficiency(epoch),
+        )
+    logging.info("Data %s/%s: %s", spec, split, stats)
+    if strategy is not None:
+        dataset_fn = batching.distributed_dataset_fn(
+            examples, batch_tokens, repeat=repeat, **batch_kwargs
+        )
+        return strategy.distribute_datasets_from_function(dataset_fn), stats
+    dataset = batching.token_batches(
+        examples, batch_tokens, repeat=repeat, **batch_kwargs
+    )
+    return dataset, stats
+
+
+def make_eval_dataset(
+    spec: sources.DataSpec | str,
+    tokenizer: tokenizer_lib.SubwordTokenizer,
+    *,
+    src_lang: str,
+    tgt_lang: str,
+    batch_tokens: int,
+    max_length: int = batching.DEFAULT_MAX_LENGTH,
+    split: str = "dev",
+    data_dir: str | None = None,
+) -> tuple[tf.data.Dataset, DataStats]:
+    """`make_training_dataset` for loss evaluation: fixed order, one epoch.
+
+    BLEU needs every sentence, unfiltered: use `sources.load_pairs` for it.
+    """
+    return make_training_dataset(
+        spec,
+        tokenizer,
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
+        batch_tokens=batch_tokens,
+        max_length=max_length,
+        split=split,
+        data_dir=data_dir,
+        shuffle=False,
+        deterministic=True,
+    )
+
+
+def load_or_train_tokenizer(
+    spec: sources.DataSpec | str,
+    model_path: str,
+    *,
+    src_lang: str,
+    tgt_lang: str,
+    vocab_size: int | None = None,
+    data_dir: str | None = None,
+) -> tokenizer_lib.SubwordTokenizer:
+    """Loads `model_path`, or learns it from both sides of the train split.
+
+    Args:
+        spec: a `DataSpec` or `--data` string.
+        model_path: the sentencepiece model file, ending in ".model",
+            usually beside the model checkpoints.
+        src_lang: source language code.
+        tgt_lang: target language code.
+        vocab_size: pieces to learn; defaults to the paper's size for the
+            pair (`sources.default_vocab_size`).
+        data_dir: TFDS data directory (for "tfds" specs).
+
+    Returns:
+        The `SubwordTokenizer`.
+
+    Raises:
+        ValueError: if `model_path` does not end in ".model", plus the
+            errors of `sources.load_pairs` and `train_subword_vocab`.
+    """
+    if tf.io.gfile.exists(model_path):
+        return tokenizer_lib.SubwordTokenizer.from_file(model_path)
+    prefix, extension = os.path.splitext(model_path)
+    if extension != ".model":
+        raise ValueError(
+            "`model_path` must end in .model (sentencepiece writes "
+            f"PREFIX.model and PREFIX.vocab). Received: model_path={model_path}"
+        )
+    if vocab_size is None:
+        vocab_size = sources.default_vocab_size(src_lang, tgt_lang)
+    source_lines, target_lines = sources.load_pairs(
+        spec, "train", src_lang, tgt_lang, data_dir
+    )
+    path = tokenizer_lib.train_subword_vocab(
+        source_lines + target_lines, vocab_size, prefix
+    )
+    return tokenizer_lib.SubwordTokenizer.from_file(path)

@@ -1,0 +1,279 @@
+"""Corpus specs (`--data=...`) and loading one split as (source, target) pairs.
+
+The spec forms are:
+
+- `demo`: the built-in synthetic English-German corpus (en-de either way).
+- `text:PATH/PREFIX`: Moses/fairseq naming, PREFIX.SRC_LANG and
+  PREFIX.TGT_LANG (e.g. `text:data/train` reads `data/train.en` and
+  `data/train.de`). Dev and test are sibling prefixes in the same folder:
+  dev is the first of `dev`, `valid`, `newstest2013` that exists, test the
+  first of `test`, `newstest2014`.
+- `text:train=PREFIX,dev=PREFIX,test=PREFIX`: explicit prefixes per split
+  (any subset of the splits).
+- `tsv:PATH/train.tsv` or `tsv:train=FILE,dev=FILE,test=FILE`: lines of
+  `source<TAB>target` (source in SRC_LANG first); siblings `dev.tsv` (or
+  `valid.tsv`, `newstest2013.tsv`) and `test.tsv` (or `newstest2014.tsv`).
+- `tfds:wmt14_translate/de-en` (or `/fr-en`): TFDS, prepared beforehand
+  (see `tfds_source`); the direction comes from src_lang and tgt_lang.
+"""
+
+import dataclasses
+import functools
+import os
+
+import tensorflow as tf
+
+from keras_transformer.data import text_files, tfds_source
+
+SPLITS = ("train", "dev", "test")
+KINDS = ("demo", "text", "tsv", "tfds")
+# Sibling prefixes (text) or file stems (tsv) tried, in order, per split.
+SIBLING_NAMES = {
+    "dev": ("dev", "valid", "newstest2013"),
+    "test": ("test", "newstest2014"),
+}
+SPEC_FORMS = (
+    "demo",
+    "text:PATH/PREFIX",
+    "text:train=PREFIX,dev=PREFIX,test=PREFIX",
+    "tsv:PATH/FILE.tsv",
+    "tsv:train=FILE,dev=FILE,test=FILE",
+    "tfds:wmt14_translate/de-en",
+    "tfds:wmt14_translate/fr-en",
+)
+# The paper's shared BPE vocabulary sizes (section 5.1).
+_DEFAULT_VOCAB_SIZES = {
+    frozenset(("en", "de")): 37000,
+    frozenset(("en", "fr")): 32000,
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSpec:
+    """A parsed `--data` value; build it with `parse_data_spec`.
+
+    Args:
+        kind: "demo", "text", "tsv" or "tfds".
+        location: the training prefix ("text"), the training file ("tsv"),
+            the TFDS name with its config ("tfds"), or "" ("demo" and
+            explicit per-split specs).
+        splits: explicit `(split, prefix or file)` pairs; when given, only
+            these splits exist and no siblings are looked up.
+    """
+
+    kind: str
+    location: str = ""
+    splits: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(
+                f"`kind` must be one of {KINDS}. Received: kind={self.kind}"
+            )
+
+
+def parse_data_spec(spec: str) -> DataSpec:
+    """Parses a `--data` string such as "text:data/train" into a `DataSpec`.
+
+    Args:
+        spec: one of the forms listed in `SPEC_FORMS`.
+
+    Returns:
+        The `DataSpec`.
+
+    Raises:
+        ValueError: if the string matches none of the forms.
+    """
+    kind, colon, rest = spec.strip().partition(":")
+    if kind == "demo" and not colon:
+        return DataSpec("demo")
+    if not colon or kind not in ("text", "tsv", "tfds") or not rest:
+        raise _spec_error(spec)
+    if kind == "tfds":
+        _, slash, config = rest.partition("/")
+        if not slash or "-" not in config:
+            raise _spec_error(spec, "tfds needs NAME/CONFIG with a pair")
+        return DataSpec("tfds", location=rest)
+    if "=" not in rest:
+        return DataSpec(kind, location=rest)
+    splits = []
+    for item in rest.split(","):
+        split, equals, location = item.partition("=")
+        if not equals or split not in SPLITS or not location:
+            raise _spec_error(spec, f"bad item {item!r}")
+        if split in dict(splits):
+            raise _spec_error(spec, f"split {split} named twice")
+        splits.append((split, location))
+    return DataSpec(kind, splits=tuple(splits))
+
+
+def _spec_error(spec, detail=None):
+    detail = f" ({detail})" if detail else ""
+    return ValueError(
+        f"Unknown data spec{detail}. Use one of: {', '.join(SPEC_FORMS)}. "
+        f"Received: spec={spec!r}"
+    )
+
+
+def default_vocab_size(src_lang: str, tgt_lang: str) -> int:
+    """The paper's shared vocabulary size for a language pair.
+
+    Args:
+        src_lang: source language code, e.g. "en".
+        tgt_lang: target language code, e.g. "de".
+
+    Returns:
+        37000 for English-German and 32000 for English-French (either
+        direction).
+
+    Raises:
+        ValueError: for any other pair; pass a vocabulary size explicitly.
+    """
+    size = _DEFAULT_VOCAB_SIZES.get(frozenset((src_lang, tgt_lang)))
+    if size is None:
+        raise ValueError(
+            "There is no default vocabulary size for this language pair "
+            "(only en-de: 37000 and en-fr: 32000); set the vocabulary size "
+            f"explicitly. Received: src_lang={src_lang}, tgt_lang={tgt_lang}"
+        )
+    return size
+
+
+def load_pairs(
+    spec: DataSpec | str,
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    data_dir: str | None = None,
+) -> tuple[list[str], list[str]]:
+    """Loads one split as two aligned lists of sentences, all of them.
+
+    Nothing is filtered here: evaluation sees every test sentence.
+
+    Args:
+        spec: a `DataSpec` or a spec string (see `SPEC_FORMS`).
+        split: "train", "dev" or "test".
+        src_lang: source language code; for text corpora, the file suffix.
+        tgt_lang: target language code; for text corpora, the file suffix.
+        data_dir: TFDS data directory (only for "tfds" specs).
+
+    Returns:
+        `(sources, targets)`, lists of equal length.
+
+    Raises:
+        ValueError: for an unknown spec or split, equal or unsupported
+            languages, or bad files (the message names file and line).
+        FileNotFoundError: for missing files or unprepared TFDS data.
+    """
+    spec = parse_data_spec(spec) if isinstance(spec, str) else spec
+    _check_split_and_langs(split, src_lang, tgt_lang)
+    if spec.kind == "demo":
+        return _demo_pairs(split, src_lang, tgt_lang)
+    if spec.kind == "tfds":
+        dataset = tfds_source.load_tfds_split(
+            spec.location, split, src_lang, tgt_lang, data_dir
+        )
+        sources, targets = [], []
+        for source, target in dataset.as_numpy_iterator():
+            sources.append(source.decode("utf-8"))
+            targets.append(target.decode("utf-8"))
+        return sources, targets
+    location = _split_location(spec, split, src_lang)
+    if spec.kind == "tsv":
+        return text_files.read_tsv(location)
+    return text_files.read_parallel_files(
+        f"{location}.{src_lang}", f"{location}.{tgt_lang}"
+    )
+
+
+def load_split(
+    spec: DataSpec | str,
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    data_dir: str | None = None,
+) -> tf.data.Dataset:
+    """Loads one split as a `tf.data.Dataset` of `(source, target)` strings.
+
+    TFDS splits stream from disk; the other kinds are read (and validated)
+    into memory first. Arguments, errors: as `load_pairs`.
+
+    Returns:
+        A dataset of scalar `tf.string` pairs in corpus order.
+    """
+    spec = parse_data_spec(spec) if isinstance(spec, str) else spec
+    if spec.kind == "tfds":
+        _check_split_and_langs(split, src_lang, tgt_lang)
+        return tfds_source.load_tfds_split(
+            spec.location, split, src_lang, tgt_lang, data_dir
+        )
+    sources, targets = load_pairs(spec, split, src_lang, tgt_lang)
+    return tf.data.Dataset.from_tensor_slices(
+        (tf.constant(sources, tf.string), tf.constant(targets, tf.string))
+    )
+
+
+def _check_split_and_langs(split, src_lang, tgt_lang):
+    if split not in SPLITS:
+        raise ValueError(
+            f"`split` must be one of {SPLITS}. Received: split={split}"
+        )
+    if not src_lang or not tgt_lang or src_lang == tgt_lang:
+        raise ValueError(
+            "`src_lang` and `tgt_lang` must be two different language "
+            f"codes. Received: src_lang={src_lang}, tgt_lang={tgt_lang}"
+        )
+
+
+def _split_location(spec, split, src_lang):
+    """The prefix (text) or file (tsv) holding `split`."""
+    if spec.splits:
+        explicit = dict(spec.splits)
+        if split not in explicit:
+            raise ValueError(
+                f"The data spec names no {split} split; add "
+                f"`{split}=...` to it. Received: splits={sorted(explicit)}"
+            )
+        return explicit[split]
+    if split == "train":
+        return spec.location
+    folder = os.path.dirname(spec.location)
+    extension = os.path.splitext(spec.location)[1] if spec.kind == "tsv" else ""
+    probe_suffix = "" if spec.kind == "tsv" else f".{src_lang}"
+    tried = []
+    for name in SIBLING_NAMES[split]:
+        candidate = os.path.join(folder, name + extension)
+        tried.append(candidate + probe_suffix)
+        if tf.io.gfile.exists(candidate + probe_suffix):
+            return candidate
+    raise FileNotFoundError(
+        f"No {split} split beside {spec.location}: none of {tried} exists. "
+        f"Add the files or name them: {spec.kind}:train=...,{split}=... "
+        f"Received: location={spec.location}"
+    )
+
+
+@functools.cache
+def _demo_splits():
+    # Lazy: the demo corpus is generated on first use only.
+    from keras_transformer.data import demo_corpus
+
+    return demo_corpus.demo_splits()
+
+
+def _demo_pairs(split, src_lang, tgt_lang):
+    from keras_transformer.data import demo_corpus
+
+    languages = (demo_corpus.SOURCE_LANG, demo_corpus.TARGET_LANG)
+    for arg, lang in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
+        if lang not in languages:
+            raise ValueError(
+                f"The demo corpus is {'-'.join(languages)}; `{arg}` must be "
+                f"one of {languages}. Received: {arg}={lang}"
+            )
+    pairs = _demo_splits()[split]
+    by_lang = {
+        demo_corpus.SOURCE_LANG: [pair[0] for pair in pairs],
+        demo_corpus.TARGET_LANG: [pair[1] for pair in pairs],
+    }
+    return by_lang[src_lang], by_lang[tgt_lang]

@@ -1,0 +1,91 @@
+"""WMT translation pairs from tensorflow-datasets (`wmt14_translate`).
+
+Nothing is downloaded at run time. A user with internet prepares the data
+once, then points `data_dir` at it (copy the folder to offline machines):
+
+    tfds build wmt14_translate/de-en --data_dir=~/tensorflow_datasets
+
+or, in Python,
+
+    tfds.builder("wmt14_translate/de-en", data_dir=DIR).download_and_prepare()
+
+(`fr-en` likewise). Splits: train; dev = TFDS "validation" (newstest2013,
+the paper's development set); test = TFDS "test" (newstest2014).
+"""
+
+import tensorflow as tf
+import tensorflow_datasets as tfds
+
+# Our split names -> TFDS split names.
+TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
+
+
+def load_tfds_split(
+    name: str,
+    split: str,
+    src_lang: str,
+    tgt_lang: str,
+    data_dir: str | None = None,
+) -> tf.data.Dataset:
+    """Loads one split of a prepared TFDS translation dataset as pairs.
+
+    Args:
+        name: TFDS name with its language-pair config, e.g.
+            "wmt14_translate/de-en" or "wmt14_translate/fr-en". Either
+            direction of the pair can be read.
+        split: "train", "dev" or "test".
+        src_lang: language of the source side, e.g. "en".
+        tgt_lang: language of the target side, e.g. "de".
+        data_dir: the TFDS data directory holding the prepared data;
+            `None` means TFDS's default (`$TFDS_DATA_DIR` or
+            `~/tensorflow_datasets`).
+
+    Returns:
+        A `tf.data.Dataset` of `(source, target)` scalar `tf.string` pairs,
+        in the stored order.
+
+    Raises:
+        ValueError: if `split` is unknown or a language is not in the
+            dataset's pair.
+        FileNotFoundError: if the data has not been prepared in `data_dir`;
+            the message gives the command that prepares it.
+    """
+    if split not in TFDS_SPLITS:
+        raise ValueError(
+            f"`split` must be one of {sorted(TFDS_SPLITS)}. "
+            f"Received: split={split}"
+        )
+    builder = tfds.builder(name, data_dir=data_dir)
+    languages = list(builder.info.features.languages)
+    for arg, lang in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
+        if lang not in languages:
+            raise ValueError(
+                f"`{arg}` must be one of the languages of {name}, "
+                f"{languages}; pick the TFDS config of your language pair. "
+                f"Received: {arg}={lang}"
+            )
+    if src_lang == tgt_lang:
+        raise ValueError(
+            "`src_lang` and `tgt_lang` must differ. "
+            f"Received: src_lang={src_lang}, tgt_lang={tgt_lang}"
+        )
+    try:
+        examples = builder.as_dataset(
+            split=TFDS_SPLITS[split], shuffle_files=False
+        )
+    except AssertionError as error:
+        # TFDS signals "not prepared" with an AssertionError.
+        root = str(builder.data_dir_root)
+        raise FileNotFoundError(
+            f"The TFDS dataset {name} is not prepared in {root}, and nothing "
+            "is downloaded at run time. On a machine with internet run\n"
+            f"  tfds build {name} --data_dir={root}\n"
+            f'or tfds.builder("{name}", data_dir="{root}")'
+            ".download_and_prepare(), then copy that folder here and pass it "
+            f"as data_dir. Received: name={name}, data_dir={data_dir}"
+        ) from error
+    return examples.map(
+        lambda example: (example[src_lang], example[tgt_lang]),
+        num_parallel_calls=tf.data.AUTOTUNE,
+        deterministic=True,
+    )

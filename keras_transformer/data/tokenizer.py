@@ -1,0 +1,236 @@
+"""The shared source-target BPE vocabulary and in-graph (de)tokenization.
+
+Special ids agree with `keras_transformer.tokens`: PAD 0 "<pad>", UNK 1
+"<unk>", BOS 2 "<s>", EOS 3 "</s>". Pieces the vocabulary lacks fall back to
+UTF-8 byte pieces, so unknown characters survive a round trip.
+"""
+
+import os
+import re
+from collections.abc import Iterable
+
+import sentencepiece as spm
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from keras_transformer import tokens
+
+# Byte pieces <0x00>..<0xFF> that `byte_fallback` reserves.
+_NUM_BYTE_PIECES = 256
+_SPECIAL_PIECES = (
+    tokens.PAD_PIECE,
+    tokens.UNK_PIECE,
+    tokens.BOS_PIECE,
+    tokens.EOS_PIECE,
+)
+
+
+def train_subword_vocab(
+    sentences: Iterable[str],
+    vocab_size: int,
+    model_prefix: str,
+    *,
+    character_coverage: float = 0.9999,
+    max_sentences: int = 2_000_000,
+    seed: int = 0,
+) -> str:
+    """Learns a BPE vocabulary (section 5.1) with sentencepiece.
+
+    Pass both sides of the training corpus to get the paper's shared
+    source-target vocabulary. Training is quiet and deterministic for a
+    given input and seed.
+
+    Args:
+        sentences: training sentences (both languages).
+        vocab_size: number of pieces including the 4 special ids and the 256
+            byte-fallback pieces; the paper uses 37000 (en-de) and 32000
+            (en-fr).
+        model_prefix: output path without extension; writes
+            `model_prefix.model` and `model_prefix.vocab`.
+        character_coverage: share of characters that get their own piece;
+            the rarest rest is spelled with byte pieces.
+        max_sentences: at most this many sentences, sampled with `seed`,
+            are used to learn the merges (sentencepiece's
+            `input_sentence_size`).
+        seed: seed of that sampling.
+
+    Returns:
+        The path of the model file, `model_prefix + ".model"`.
+
+    Raises:
+        ValueError: if `vocab_size` is too small for the special, byte and
+            character pieces, or larger than the text supports (the message
+            gives the limit), or if `sentences` is empty. A vocabulary is
+            never silently smaller than asked.
+    """
+    minimum = len(_SPECIAL_PIECES) + _NUM_BYTE_PIECES + 1
+    if not isinstance(vocab_size, int) or vocab_size < minimum:
+        raise ValueError(
+            f"`vocab_size` must be an integer >= {minimum} (4 special ids, "
+            f"{_NUM_BYTE_PIECES} byte pieces and at least one character). "
+            f"Received: vocab_size={vocab_size}"
+        )
+    counted = _CountingIterator(sentences)
+    folder = os.path.dirname(model_prefix)
+    if folder:
+        os.makedirs(folder, exist_ok=True)
+    spm.set_random_generator_seed(seed)
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=counted,
+            model_prefix=model_prefix,
+            model_type="bpe",
+            vocab_size=vocab_size,
+            character_coverage=character_coverage,
+            byte_fallback=True,
+            input_sentence_size=max_sentences,
+            shuffle_input_sentence=True,
+            pad_id=tokens.PAD_ID,
+            unk_id=tokens.UNK_ID,
+            bos_id=tokens.BOS_ID,
+            eos_id=tokens.EOS_ID,
+            pad_piece=tokens.PAD_PIECE,
+            unk_piece=tokens.UNK_PIECE,
+            bos_piece=tokens.BOS_PIECE,
+            eos_piece=tokens.EOS_PIECE,
+            minloglevel=2,
+        )
+    except RuntimeError as error:
+        raise _training_error(error, vocab_size, counted.count) from error
+    return model_prefix + ".model"
+
+
+class _CountingIterator:
+    """Iterates over sentences, counting them, for the error messages."""
+
+    def __init__(self, sentences):
+        self._sentences = iter(sentences)
+        self.count = 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        sentence = next(self._sentences)
+        self.count += 1
+        return sentence
+
+
+def _training_error(error, vocab_size, num_sentences):
+    message = str(error)
+    if num_sentences == 0:
+        return ValueError(
+            "`sentences` is empty; the vocabulary is learned from the "
+            "training text. Received: sentences=<0 sentences>"
+        )
+    too_high = re.search(r"value <= (\d+)", message)
+    if too_high:
+        return ValueError(
+            f"`vocab_size` is larger than {num_sentences} training sentences "
+            f"support: at most {too_high.group(1)} pieces. Lower vocab_size "
+            f"or add text. Received: vocab_size={vocab_size}"
+        )
+    too_low = re.search(r"required_chars\. \d+ vs (\d+)", message)
+    if too_low:
+        return ValueError(
+            "`vocab_size` is too small for the special, byte and character "
+            f"pieces of this text: it needs at least {too_low.group(1)}. "
+            f"Raise vocab_size. Received: vocab_size={vocab_size}"
+        )
+    return ValueError(f"sentencepiece training failed: {message}")
+
+
+class SubwordTokenizer(tf.Module):
+    """Tokenizes and detokenizes in the TensorFlow graph (tensorflow-text).
+
+    The sentencepiece model travels inside the TensorFlow resource, so a
+    SavedModel that tracks this module carries its vocabulary and runs in a
+    fresh process that imports only `tensorflow` and `tensorflow_text`.
+    Detokenization inverts tokenization for normalised text (NFKC, single
+    spaces, no leading or trailing space).
+
+    Args:
+        model_proto: the bytes of a sentencepiece model trained by
+            `train_subword_vocab` (its special ids must match
+            `keras_transformer.tokens`).
+        name: name of the module.
+
+    Raises:
+        ValueError: if the model's special pieces are not PAD 0, UNK 1,
+            BOS 2, EOS 3.
+
+    Example:
+
+    >>> tokenizer = SubwordTokenizer.from_file("vocab/bpe.model")
+    >>> ids = tokenizer.tokenize(tf.constant(["Hello world."]))
+    >>> tokenizer.detokenize(ids)  # [b"Hello world."]
+    """
+
+    def __init__(self, model_proto: bytes, name: str | None = None):
+        super().__init__(name=name)
+        processor = spm.SentencePieceProcessor(model_proto=model_proto)
+        size = processor.get_piece_size()
+        specials = tuple(processor.id_to_piece(i) for i in range(min(size, 4)))
+        if specials != _SPECIAL_PIECES:
+            raise ValueError(
+                "The sentencepiece model's ids 0-3 must be "
+                f"{_SPECIAL_PIECES} to agree with the model; retrain it with "
+                f"`train_subword_vocab`. Received: specials={specials}"
+            )
+        self._model_proto = bytes(model_proto)
+        self._vocab_size = size
+        self._sentencepiece = tf_text.SentencepieceTokenizer(
+            model=self._model_proto, out_type=tf.int32
+        )
+
+    @property
+    def vocab_size(self) -> int:
+        """Number of ids, V, specials and byte pieces included."""
+        return self._vocab_size
+
+    @classmethod
+    def from_file(cls, path: str) -> "SubwordTokenizer":
+        """Loads a `.model` file written by `train_subword_vocab`/`save`."""
+        with tf.io.gfile.GFile(path, "rb") as f:
+            return cls(f.read())
+
+    def save(self, path: str) -> None:
+        """Writes the sentencepiece model file, e.g. beside the model."""
+        with tf.io.gfile.GFile(path, "wb") as f:
+            f.write(self._model_proto)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def tokenize(self, strings):
+        """Splits sentences into subword ids, without BOS or EOS.
+
+        Args:
+            strings: `tf.string` [B] sentences.
+
+        Returns:
+            `tf.RaggedTensor` int32 [B, (L)] of ids.
+        """
+        return self._sentencepiece.tokenize(strings)
+
+    def detokenize(self, ids):
+        """Joins ids back into sentences, stopping at the first EOS.
+
+        PAD and BOS ids are dropped, so model inputs, labels and decoder
+        outputs can be passed as they are.
+
+        Args:
+            ids: int [B, L] ids, dense or ragged.
+
+        Returns:
+            `tf.string` [B] sentences.
+        """
+        if isinstance(ids, tf.RaggedTensor):
+            ids = ids.to_tensor(default_value=tokens.PAD_ID)
+        return self.detokenize_ids(tf.cast(ids, tf.int32))
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
+    def detokenize_ids(self, ids):
+        """`detokenize` for dense int32 [B, L] ids (the saved signature)."""
+        seen_eos = tf.cumsum(tf.cast(ids == tokens.EOS_ID, tf.int32), axis=1)
+        keep = (seen_eos == 0) & (ids != tokens.PAD_ID) & (ids != tokens.BOS_ID)
+        pieces = tf.ragged.boolean_mask(ids, keep)  # [B, (L)]
+        return self._sentencepiece.detokenize(pieces)

@@ -1,0 +1,16 @@
+"""Decoding: beam search and greedy search over a logits function."""
+
+from keras_transformer.decoding.beam_search import (
+    BeamSearchResult,
+    beam_search,
+    length_penalty,
+)
+from keras_transformer.decoding.greedy import GreedyResult, greedy_search
+
+__all__ = [
+    "BeamSearchResult",
+    "GreedyResult",
+    "beam_search",
+    "greedy_search",
+    "length_penalty",
+]

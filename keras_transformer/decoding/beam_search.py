@@ -1,0 +1,359 @@
+"""Beam search with the GNMT length penalty over a logits function (sec. 6.1).
+
+Shape legend: B batch, K beam, V vocabulary, N hypotheses returned,
+L loop length (the largest `max_decode_length` of the batch).
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.tokens import EOS_ID
+
+# A finite "minus infinity": -inf would give NaN in `-inf - -inf` and
+# `0 * -inf`. Log-probabilities are clamped to it, and a hypothesis whose
+# log-probability is below NEG_INF / 2 is invalid (a filler beam or a token
+# the model gave -inf).
+NEG_INF = -1e9
+
+
+class BeamSearchResult(NamedTuple):
+    """The top-n hypotheses per sentence, best first.
+
+    A NamedTuple (not a dataclass) so that `tf.function` can return it.
+
+    Attributes:
+        ids: int32 [B, N, L], generated tokens without BOS, 0 after the end.
+        scores: float32 [B, N], log P(Y) / length_penalty(|Y|).
+        lengths: int32 [B, N], |Y|: tokens generated, EOS included.
+    """
+
+    ids: tf.Tensor
+    scores: tf.Tensor
+    lengths: tf.Tensor
+
+
+def length_penalty(length, alpha):
+    """The GNMT length penalty `((5 + |Y|) / 6) ** alpha` (Wu et al. 2016).
+
+    Args:
+        length: |Y|, number of generated tokens including EOS (int or tensor).
+        alpha: the penalty strength (paper: 0.6); 0 ranks by log-probability.
+
+    Returns:
+        float32 tensor of the shape of `length`.
+    """
+    length = tf.cast(length, tf.float32)
+    return tf.pow((5.0 + length) / 6.0, tf.cast(alpha, tf.float32))
+
+
+def decode_limits(max_decode_length, batch_size):
+    """Per-sentence output limits and the loop length.
+
+    Args:
+        max_decode_length: int scalar or [B], tokens generated including EOS.
+        batch_size: B, int or int32 scalar tensor.
+
+    Returns:
+        (limits int32 [B], loop length: a Python int when `max_decode_length`
+        is known while tracing, otherwise an int32 scalar tensor).
+
+    Raises:
+        ValueError: if `max_decode_length` is not a scalar or a vector, or is
+            negative.
+    """
+    limits = tf.cast(max_decode_length, tf.int32)
+    if limits.shape.rank not in (0, 1):
+        raise ValueError(
+            "`max_decode_length` must be a scalar or a [batch] vector. "
+            f"Received: max_decode_length.shape={limits.shape}"
+        )
+    known = tf.get_static_value(limits)
+    if known is not None and np.any(known < 0):
+        raise ValueError(
+            "`max_decode_length` must be non-negative. "
+            f"Received: max_decode_length={known.tolist()}"
+        )
+    if known is not None:
+        loop_length = int(np.max(known, initial=0))
+    else:
+        loop_length = tf.maximum(tf.reduce_max(limits), 0)
+    return tf.broadcast_to(limits, [batch_size]), loop_length
+
+
+def top_log_probs(logits, k, vocab_size=None):
+    """The k most probable tokens of each row and their log-probabilities.
+
+    Ranks the logits and normalises only the k chosen ones (one pass over V
+    less than a full log-softmax). Log-probabilities are clamped to NEG_INF,
+    so -inf logits stay finite.
+
+    Args:
+        logits: [rows, V] from the logits function, any float dtype.
+        k: tokens kept per row, a Python int <= V.
+        vocab_size: expected V, or None to accept any.
+
+    Returns:
+        (log_probs float32 [rows, k], ids int32 [rows, k]), best first.
+
+    Raises:
+        ValueError: if the logits are not a [rows, vocab_size] matrix.
+    """
+    if logits.shape.rank != 2 or (
+        vocab_size is not None
+        and logits.shape[-1] is not None
+        and logits.shape[-1] != vocab_size
+    ):
+        columns = (
+            "vocab_size" if vocab_size is None else f"vocab_size={vocab_size}"
+        )
+        raise ValueError(
+            f"The logits function must return logits of shape [rows, "
+            f"{columns}] for the current position only. "
+            f"Received: logits.shape={logits.shape}"
+        )
+    logits = tf.cast(logits, tf.float32)
+    top_logits, ids = tf.math.top_k(logits, k)
+    log_norm = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
+    return tf.maximum(top_logits - log_norm, NEG_INF), ids
+
+
+def keep_shapes(new_state, old_state):
+    """Restores static shapes `tf.while_loop` needs (Keras may lose them).
+
+    Raises:
+        ValueError: if a tensor of the state changed its shape.
+    """
+    tf.nest.assert_same_structure(old_state, new_state)
+
+    def keep(new, old):
+        if not new.shape.is_compatible_with(old.shape):
+            raise ValueError(
+                "The logits function must return a state whose tensors keep "
+                "their shapes (write fixed-size caches in place). Received: "
+                f"old shape={old.shape}, new shape={new.shape}"
+            )
+        return (
+            new if new.shape == old.shape else tf.ensure_shape(new, old.shape)
+        )
+
+    return tf.nest.map_structure(keep, new_state, old_state)
+
+
+def _check_sizes(vocab_size, beam_size, num_return):
+    for name, value in (
+        ("vocab_size", vocab_size),
+        ("beam_size", beam_size),
+        ("num_return", num_return),
+    ):
+        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+            raise TypeError(
+                f"`{name}` must be a Python int (it fixes tensor shapes). "
+                f"Received: {name}={value!r}"
+            )
+        if value < 1:
+            raise ValueError(
+                f"`{name}` must be a positive integer. Received: {name}={value}"
+            )
+    if num_return > beam_size:
+        raise ValueError(
+            "`num_return` must be at most `beam_size`: a beam keeps only "
+            "`beam_size` hypotheses. Lower `num_return` or raise `beam_size`. "
+            f"Received: num_return={num_return}, beam_size={beam_size}"
+        )
+
+
+def beam_search(
+    symbols_to_logits_fn,
+    initial_ids,
+    state,
+    static,
+    vocab_size,
+    beam_size,
+    max_decode_length,
+    alpha=0.6,
+    eos_id=EOS_ID,
+    num_return=1,
+):
+    """Finds the hypotheses Y of highest log P(Y) / length_penalty(|Y|).
+
+    Each step extends the K alive hypotheses of every sentence by every token
+    and ranks the extensions. Those among the K best that end move into the
+    top-n finished set; the K best that do not end stay alive (2K candidates
+    always hold K of them). As in fairseq, an extension outside the K best
+    never ends, so beam size 1 is greedy search when alpha is 0. A
+    hypothesis ends with EOS or when it reaches its sentence's
+    `max_decode_length` (then it has no EOS). A sentence is done
+    when its n-th finished score is at least the best alive log-probability
+    divided by the largest penalty still reachable: log-probabilities only
+    fall, so no alive hypothesis can enter the top n any more. The loop ends
+    when every sentence is done. Done sentences stop growing, so finished
+    scores never change. Everything is a plain `tf.while_loop` (no
+    autograph), with static shapes for XLA (`jit_compile=True`).
+
+    Args:
+        symbols_to_logits_fn: `fn(ids, step, state, static) -> (logits,
+            new_state)`, with ids int32 [B*K], the decoder input at position
+            `step` (BOS at step 0); logits [B*K, V] for the next token; the
+            state and static nests as below, flattened to [B*K, ...] with
+            the beams of a sentence adjacent.
+        initial_ids: int32 [B], the first decoder input (BOS).
+        state: nest of [B, ...] tensors that follow hypotheses (fixed-size
+            self-attention caches): one `tf.gather` per tensor and step.
+        static: nest of [B, ...] tensors that do not (encoder output,
+            cross-attention keys/values, padding mask): tiled once.
+        vocab_size: V, a Python int.
+        beam_size: K, a Python int (paper: 4).
+        max_decode_length: int scalar or [B], the most tokens a hypothesis
+            may have, EOS included (paper: source length + 50).
+        alpha: length penalty strength, float or scalar tensor (paper: 0.6).
+        eos_id: the end token; -1 never ends, so every hypothesis runs to
+            `max_decode_length` (benchmarks).
+        num_return: N, hypotheses returned per sentence, a Python int <= K.
+
+    Returns:
+        A `BeamSearchResult` sorted by score. A sentence without any
+        finished hypothesis (limit 0) returns its alive ones.
+
+    Raises:
+        TypeError: if `vocab_size`, `beam_size` or `num_return` is not an int.
+        ValueError: if one of them is not positive, if `num_return` exceeds
+            `beam_size`, or if `max_decode_length` or the logits are malformed.
+    """
+    _check_sizes(vocab_size, beam_size, num_return)
+    k, v, n = int(beam_size), int(vocab_size), int(num_return)
+    initial_ids = tf.cast(initial_ids, tf.int32)
+    batch_size = tf.shape(initial_ids)[0]
+    limits, loop_length = decode_limits(max_decode_length, batch_size)
+    alpha = tf.cast(alpha, tf.float32)
+    per_beam = min(2 * k, v)
+    num_candidates = min(2 * k, k * v)
+
+    # [B, ...] -> [B*K, ...]: row b * K + j is beam j of sentence b.
+    def tile(x):
+        return tf.repeat(x, k, axis=0)
+
+    state = tf.nest.map_structure(tile, state)
+    static = tf.nest.map_structure(tile, static)
+    row_offsets = tf.range(batch_size)[:, None] * k  # [B, 1]
+    own_beam = tf.range(k)[None, :]  # [1, K]
+
+    def step_fn(step, alive, finished, state, done):
+        alive_ids, alive_seq, alive_log_probs = alive  # [B, K], [B, K, L]
+        fin_seq, fin_scores, fin_lengths = finished  # [B, N, L], [B, N]
+        logits, new_state = symbols_to_logits_fn(
+            tf.reshape(alive_ids, [-1]), step, state, static
+        )
+        new_state = keep_shapes(new_state, state)
+        # The 2K best tokens of every beam hold the 2K best of the sentence.
+        # Two small top-k's: XLA on CPU sorts a [B, K*V] top-k in full.
+        beam_log_probs, beam_ids = top_log_probs(logits, per_beam, v)
+        # [B*K, 2K] -> [B, K*2K]: the beams of a sentence side by side.
+        beam_log_probs = tf.reshape(beam_log_probs, [-1, k * per_beam])
+        beam_log_probs += tf.repeat(alive_log_probs, per_beam, axis=1)
+        cand_log_probs, cand_index = tf.math.top_k(
+            beam_log_probs, num_candidates
+        )  # [B, 2K]
+        cand_origin = cand_index // per_beam  # the alive beam extended
+        beam_ids = tf.reshape(beam_ids, [-1, k * per_beam])
+        cand_ids = tf.gather(beam_ids, cand_index, batch_dims=1)
+        cand_seq = tf.gather(alive_seq, cand_origin, batch_dims=1)
+        column = tf.one_hot(step, loop_length, dtype=tf.int32)  # [L]
+        cand_seq += cand_ids[:, :, None] * column  # [B, 2K, L]
+        length = step + 1
+        valid = (cand_log_probs > NEG_INF / 2) & ~done[:, None]
+        ends = (cand_ids == eos_id) | (length >= limits)[:, None]
+
+        # The K best extensions that did not end stay alive.
+        alive_scores = tf.where(valid & ~ends, cand_log_probs, NEG_INF)
+        new_log_probs, pick = tf.math.top_k(alive_scores, k)  # [B, K]
+        keep = done[:, None]  # done sentences keep their beams unchanged
+        new_alive = (
+            tf.where(keep, alive_ids, tf.gather(cand_ids, pick, batch_dims=1)),
+            tf.where(
+                keep[:, :, None],
+                alive_seq,
+                tf.gather(cand_seq, pick, batch_dims=1),
+            ),
+            tf.where(keep, alive_log_probs, new_log_probs),
+        )
+        origin = tf.where(
+            keep, own_beam, tf.gather(cand_origin, pick, batch_dims=1)
+        )
+        rows = tf.reshape(row_offsets + origin, [-1])  # [B*K]
+        new_state = tf.nest.map_structure(
+            lambda x: tf.gather(x, rows), new_state
+        )
+
+        # Ended extensions among the K best compete with the finished ones.
+        ended = (valid & ends)[:, :k]  # [B, K]
+        scores = cand_log_probs[:, :k] / length_penalty(length, alpha)
+        scores = tf.concat([fin_scores, tf.where(ended, scores, NEG_INF)], 1)
+        new_fin_scores, pick = tf.math.top_k(scores, n)  # [B, N], of N + K
+        seqs = tf.concat([fin_seq, cand_seq[:, :k]], 1)  # [B, N + K, L]
+        lengths = tf.concat([fin_lengths, tf.where(ended, length, 0)], 1)
+        new_finished = (
+            tf.gather(seqs, pick, batch_dims=1),
+            new_fin_scores,
+            tf.gather(lengths, pick, batch_dims=1),
+        )
+
+        # Done: the limit is reached, nothing is alive, or even the best alive
+        # log-prob over the largest reachable penalty cannot beat the N-th.
+        best_alive = new_alive[2][:, 0]  # [B], top_k sorts
+        max_penalty = tf.maximum(
+            length_penalty(length + 1, alpha), length_penalty(limits, alpha)
+        )
+        hopeless = (new_finished[2][:, n - 1] > 0) & (
+            new_fin_scores[:, n - 1] >= best_alive / max_penalty
+        )
+        done |= (length >= limits) | (best_alive <= NEG_INF / 2) | hopeless
+        return step + 1, new_alive, new_finished, new_state, done
+
+    def not_done(step, alive, finished, state, done):
+        del alive, finished, state  # Unused.
+        return (step < loop_length) & ~tf.reduce_all(done)
+
+    seq_shape = tf.stack([batch_size, k, loop_length])  # [B, K, L]
+    alive = (
+        tf.reshape(tile(initial_ids), [-1, k]),
+        tf.zeros(seq_shape, tf.int32),
+        # Only beam 0 is real at first: K copies would fill the beam with
+        # duplicates.
+        tf.tile([[0.0] + [NEG_INF] * (k - 1)], [batch_size, 1]),
+    )
+    fin_shape = tf.stack([batch_size, n])
+    finished = (
+        tf.zeros(tf.concat([fin_shape, [loop_length]], 0), tf.int32),
+        tf.fill(fin_shape, NEG_INF),
+        tf.zeros(fin_shape, tf.int32),
+    )
+    step, alive, finished, _, _ = tf.while_loop(
+        not_done,
+        step_fn,
+        (tf.constant(0), alive, finished, state, limits <= 0),
+    )
+    return _best_hypotheses(step, alive, finished, limits, alpha, n)
+
+
+def _best_hypotheses(step, alive, finished, limits, alpha, n):
+    """The finished top N, or the alive top N where nothing finished."""
+    _, alive_seq, alive_log_probs = alive
+    fin_seq, fin_scores, fin_lengths = finished
+    alive_lengths = tf.minimum(step, limits)  # [B]
+    alive_valid = alive_log_probs[:, :n] > NEG_INF / 2  # [B, N]
+    alive_scores = tf.where(
+        alive_valid,
+        alive_log_probs[:, :n] / length_penalty(alive_lengths, alpha)[:, None],
+        NEG_INF,
+    )
+    alive_lengths = tf.where(alive_valid, alive_lengths[:, None], 0)
+    use_alive = fin_lengths[:, :1] == 0  # [B, 1]
+    ids = tf.where(use_alive[:, :, None], alive_seq[:, :n], fin_seq)
+    lengths = tf.where(use_alive, alive_lengths, fin_lengths)
+    return BeamSearchResult(
+        ids=ids * tf.cast(lengths > 0, tf.int32)[:, :, None],  # fillers -> 0
+        scores=tf.where(use_alive, alive_scores, fin_scores),
+        lengths=lengths,
+    )

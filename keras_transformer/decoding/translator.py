@@ -1,0 +1,293 @@
+"""Text in, text out: tokenizer + Transformer + beam search in one tf.Module.
+
+Shape legend: B batch, S source length, L output length, N hypotheses
+returned, K beam.
+"""
+
+import tensorflow as tf
+
+from keras_transformer.decoding.beam_search import beam_search
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
+
+# The paper's decoding defaults (section 6.1).
+DEFAULT_BEAM_SIZE = 4
+DEFAULT_ALPHA = 0.6
+DEFAULT_LENGTH_OFFSET = 50
+
+_STRINGS = tf.TensorSpec([None], tf.string, name="inputs")
+_IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
+
+
+def _check(condition, problem, name, value):
+    """An in-graph check whose error ends `Received: name=value`."""
+    return tf.debugging.Assert(
+        condition, [f"{problem} Received: {name}=", value], summarize=1
+    )
+
+
+class _Untracked:
+    """Holds the Keras model out of the checkpoint graph of the module.
+
+    Only the model's weights are tracked (see `Translator.__init__`), so an
+    optimizer attached to a trained model never enters the export.
+    """
+
+    def __init__(self, model):
+        self.model = model
+
+
+class Translator(tf.Module):
+    """Translates sentences with a trained Transformer and its vocabulary.
+
+    The three `tf.function`s are both the in-Python API and the signatures of
+    the exported SavedModel; their loops are explicit `tf.while_loop`s, so
+    they do not rely on autograph. Input policy, applied per sentence and
+    reported in the outputs rather than raised:
+
+    - Invalid UTF-8 is decoded with U+FFFD replacement characters, and
+      `invalid_utf8` is True.
+    - A sentence of more than `max_input_length` subword tokens is truncated
+      to its first `max_input_length` tokens, and `truncated` is True.
+    - An empty (or all-whitespace) sentence translates to "" with score 0.
+    - Each hypothesis has at most `min(source tokens + length_offset,
+      max_length)` tokens, EOS included (paper: input length + 50).
+
+    Args:
+        model: a trained `keras_transformer.Transformer`.
+        tokenizer: the `SubwordTokenizer` the model was trained with.
+        beam_size: K, the beam width (paper: 4).
+        alpha: default length penalty strength (paper: 0.6).
+        length_offset: default output length allowance beyond the input
+            length (paper: 50).
+        name: name of the module.
+
+    Raises:
+        ValueError: if the tokenizer and the model disagree on the
+            vocabulary size, or a setting is out of range.
+
+    Example:
+    >>> translator = Translator(model, tokenizer)
+    >>> translator.translate(tf.constant(["Hello world."]))["outputs"]
+    """
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        beam_size: int = DEFAULT_BEAM_SIZE,
+        alpha: float = DEFAULT_ALPHA,
+        length_offset: int = DEFAULT_LENGTH_OFFSET,
+        name: str | None = None,
+    ):
+        super().__init__(name=name)
+        config = model.config
+        if tokenizer.vocab_size != config.vocab_size:
+            raise ValueError(
+                "The tokenizer and the model must share one vocabulary; pass "
+                "the `.model` file the model was trained with. Received: "
+                f"tokenizer.vocab_size={tokenizer.vocab_size}, "
+                f"model.config.vocab_size={config.vocab_size}"
+            )
+        if not isinstance(beam_size, int) or beam_size < 1:
+            raise ValueError(
+                "`beam_size` must be a positive integer. "
+                f"Received: beam_size={beam_size!r}"
+            )
+        if alpha < 0:
+            raise ValueError(
+                f"`alpha` must be non-negative. Received: alpha={alpha}"
+            )
+        if not isinstance(length_offset, int) or length_offset < 0:
+            raise ValueError(
+                "`length_offset` must be a non-negative integer. "
+                f"Received: length_offset={length_offset!r}"
+            )
+        self._holder = _Untracked(model)
+        # The SavedModel tracks the weights and nothing else of the model.
+        # The `tf.Variable`s under the Keras variables, not the Keras
+        # variables: TF1-style loaders (TF Serving, `saved_model_cli run`)
+        # find no value for a Keras variable (keras-team/keras#20095).
+        self.model_weights = [weight.value for weight in model.weights]
+        self.tokenizer = tokenizer
+        self.beam_size = beam_size
+        self.alpha = float(alpha)
+        self.length_offset = length_offset
+        self.vocab_size = config.vocab_size
+        self.max_length = config.max_length
+        # The source needs one position for EOS.
+        self.max_input_length = config.max_length - 1
+
+    @property
+    def model(self):
+        return self._holder.model
+
+    @tf.function(input_signature=[_STRINGS], autograph=False)
+    def translate(self, inputs):
+        """Translates sentences with the default decoding settings.
+
+        Args:
+            inputs: `tf.string` [B] sentences.
+
+        Returns:
+            dict of `outputs` `tf.string` [B] (the best translation),
+            `scores` float32 [B] (log P(Y) / length penalty), and the
+            per-sentence flags `truncated` and `invalid_utf8` bool [B].
+        """
+        results = self._translate_strings(
+            inputs, self.alpha, self.length_offset, num_return=1
+        )
+        results["outputs"] = results["outputs"][:, 0]
+        results["scores"] = results["scores"][:, 0]
+        return results
+
+    @tf.function(
+        input_signature=[
+            _STRINGS,
+            tf.TensorSpec([], tf.float32, name="alpha"),
+            tf.TensorSpec([], tf.int32, name="length_offset"),
+            tf.TensorSpec([], tf.int32, name="num_hypotheses"),
+        ],
+        autograph=False,
+    )
+    def translate_with_options(
+        self, inputs, alpha, length_offset, num_hypotheses
+    ):
+        """Translates with request-time decoding settings and n-best lists.
+
+        Args:
+            inputs: `tf.string` [B] sentences.
+            alpha: float32 scalar >= 0, the length penalty strength.
+            length_offset: int32 scalar >= 0, tokens allowed beyond the
+                input length.
+            num_hypotheses: N, int32 scalar in [1, beam_size].
+
+        Returns:
+            dict of `outputs` `tf.string` [B, N] and `scores` float32
+            [B, N], best first, and the flags `truncated` and
+            `invalid_utf8` bool [B].
+
+        Raises:
+            InvalidArgumentError: if an option is out of range (the message
+                names it and its value).
+        """
+        checks = [
+            _check(
+                alpha >= 0.0, "`alpha` must be non-negative.", "alpha", alpha
+            ),
+            _check(
+                length_offset >= 0,
+                "`length_offset` must be non-negative.",
+                "length_offset",
+                length_offset,
+            ),
+            _check(
+                (num_hypotheses >= 1) & (num_hypotheses <= self.beam_size),
+                f"`num_hypotheses` must be in [1, {self.beam_size}] "
+                "(the beam size).",
+                "num_hypotheses",
+                num_hypotheses,
+            ),
+        ]
+        with tf.control_dependencies(checks):
+            alpha = tf.identity(alpha)
+        results = self._translate_strings(
+            inputs, alpha, length_offset, num_return=self.beam_size
+        )
+        for key in ("outputs", "scores"):
+            results[key] = results[key][:, :num_hypotheses]
+        return results
+
+    @tf.function(input_signature=[_IDS], autograph=False)
+    def translate_ids(self, source_ids):
+        """Translates token ids, for clients that tokenize themselves.
+
+        Args:
+            source_ids: int32 [B, S] subword ids, 0 = padding; a final EOS
+                is optional (it is added when missing).
+
+        Returns:
+            dict of `output_ids` int32 [B, L] (EOS included, 0 after it),
+            `scores` float32 [B], `lengths` int32 [B] (tokens, EOS
+            included) and `truncated` bool [B].
+        """
+        keep = (source_ids != PAD_ID) & (source_ids != EOS_ID)
+        pieces = tf.ragged.boolean_mask(source_ids, keep)  # [B, (S)]
+        ids, scores, lengths, truncated = self._search(
+            pieces, self.alpha, self.length_offset, num_return=1
+        )
+        return {
+            "output_ids": ids[:, 0],
+            "scores": scores[:, 0],
+            "lengths": lengths[:, 0],
+            "truncated": truncated,
+        }
+
+    def _translate_strings(self, inputs, alpha, length_offset, num_return):
+        """Shared body of the string signatures: [B, N] outputs and flags."""
+        text = tf.strings.unicode_transcode(
+            inputs,
+            input_encoding="UTF-8",
+            output_encoding="UTF-8",
+            errors="replace",
+            replacement_char=0xFFFD,
+        )
+        invalid_utf8 = tf.not_equal(text, inputs)
+        empty = tf.equal(tf.strings.length(tf.strings.strip(text)), 0)
+        pieces = self.tokenizer.tokenize(text)  # [B, (S)]
+        ids, scores, _, truncated = self._search(
+            pieces, alpha, length_offset, num_return
+        )
+        batch_size = tf.shape(ids)[0]
+        flat = tf.reshape(ids, [batch_size * num_return, -1])  # [B*N, L]
+        outputs = tf.reshape(
+            self.tokenizer.detokenize_ids(flat), [batch_size, num_return]
+        )
+        return {
+            "outputs": tf.where(empty[:, None], "", outputs),
+            "scores": tf.where(empty[:, None], 0.0, scores),
+            "truncated": truncated,
+            "invalid_utf8": invalid_utf8,
+        }
+
+    def _search(self, pieces, alpha, length_offset, num_return):
+        """Beam search from ragged source tokens (no EOS).
+
+        Returns:
+            (ids int32 [B, N, L], scores [B, N], lengths [B, N],
+            truncated bool [B]).
+        """
+        pieces = tf.cast(pieces, tf.int32)
+        truncated = pieces.row_lengths() > self.max_input_length
+        pieces = pieces[:, : self.max_input_length]
+        num_tokens = tf.cast(pieces.row_lengths(), tf.int32)  # [B]
+        eos = tf.fill([pieces.nrows(), 1], EOS_ID)
+        source = tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
+        source_ids = source.to_tensor(default_value=PAD_ID)  # [B, S]
+        limits = tf.minimum(
+            num_tokens + tf.cast(length_offset, tf.int32), self.max_length
+        )  # [B]
+        # At least one cache slot, so an empty batch builds valid shapes.
+        cache_length = tf.maximum(tf.reduce_max(limits), 1)
+
+        model = self.model
+        memory, memory_mask = model.encode(source_ids)  # [B, S, D]
+        self_cache, cross_cache = model.initial_decoding_state(
+            memory, cache_length
+        )
+
+        def symbols_to_logits_fn(ids, step, state, static):
+            cross, mask = static
+            return model.decode_step(ids, step, state, cross, mask)
+
+        result = beam_search(
+            symbols_to_logits_fn,
+            initial_ids=tf.fill([tf.shape(source_ids)[0]], BOS_ID),
+            state=self_cache,
+            static=(cross_cache, memory_mask),
+            vocab_size=self.vocab_size,
+            beam_size=self.beam_size,
+            max_decode_length=limits,
+            alpha=alpha,
+            num_return=num_return,
+        )
+        return result.ids, result.scores, result.lengths, truncated

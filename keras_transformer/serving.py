@@ -1,0 +1,203 @@
+"""SavedModel export of a `Translator` for TF Serving, and reload helpers."""
+
+import glob
+import os
+import re
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer.model import Transformer
+
+# Signature names of the export (see `export/README.md`).
+DEFAULT_SIGNATURE = "serving_default"
+IDS_SIGNATURE = "translate_ids"
+OPTIONS_SIGNATURE = "translate_with_options"
+
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+def serving_signatures(translator) -> dict:
+    """The three signatures of a `Translator`, keyed by signature name.
+
+    Args:
+        translator: a `keras_transformer.decoding.translator.Translator`.
+
+    Returns:
+        dict of `serving_default` (strings -> best translations),
+        `translate_ids` (token ids -> token ids) and
+        `translate_with_options` (strings, alpha, length offset, n ->
+        n-best translations) concrete functions.
+    """
+    return {
+        DEFAULT_SIGNATURE: translator.translate.get_concrete_function(),
+        IDS_SIGNATURE: translator.translate_ids.get_concrete_function(),
+        OPTIONS_SIGNATURE: (
+            translator.translate_with_options.get_concrete_function()
+        ),
+    }
+
+
+def serving_path(base_dir: str, model_name: str, version: int) -> str:
+    """The TF Serving layout `<base_dir>/<model_name>/<version>`.
+
+    Raises:
+        ValueError: if `version` is not a positive integer or `model_name`
+            is not a plain name (letters, digits, `_`, `.`, `-`).
+    """
+    if (
+        not isinstance(version, int)
+        or isinstance(version, bool)
+        or (version < 1)
+    ):
+        raise ValueError(
+            "`version` must be a positive integer: TF Serving loads the "
+            "numerically highest version directory. "
+            f"Received: version={version!r}"
+        )
+    if not isinstance(model_name, str) or not _MODEL_NAME.match(model_name):
+        raise ValueError(
+            "`model_name` must be a plain name of letters, digits, '_', '.' "
+            "or '-' (it is a directory and the REST path /v1/models/<name>). "
+            f"Received: model_name={model_name!r}"
+        )
+    return os.path.join(base_dir, model_name, str(version))
+
+
+def check_export_path(path: str, overwrite: bool = False) -> None:
+    """Fails early when an export would replace an existing version.
+
+    Raises:
+        FileExistsError: if `path` exists and `overwrite` is False.
+    """
+    if tf.io.gfile.exists(path) and not overwrite:
+        raise FileExistsError(
+            "The export directory already exists; choose a new "
+            "`version` or pass overwrite=True (--overwrite). "
+            f"Received: path={path}"
+        )
+
+
+def export_translator(translator, path: str, overwrite: bool = False) -> str:
+    """Saves a `Translator` as a SavedModel with its three signatures.
+
+    Only inference state is saved: the model weights and the tokenizer's
+    sentencepiece model (no optimizer, no Keras objects), so the SavedModel
+    loads where only `tensorflow` and `tensorflow_text` are installed. The
+    directory appears at once when complete (written beside it, then
+    renamed), so a TF Serving instance that polls the base directory never
+    loads a half-written version.
+
+    Args:
+        translator: the `Translator` to export.
+        path: the version directory, e.g. from `serving_path`.
+        overwrite: replace an existing directory at `path`.
+
+    Returns:
+        `path`.
+
+    Raises:
+        FileExistsError: if `path` exists and `overwrite` is False.
+    """
+    check_export_path(path, overwrite)
+    partial = path.rstrip("/") + ".partial"
+    if tf.io.gfile.exists(partial):
+        tf.io.gfile.rmtree(partial)
+    tf.saved_model.save(
+        translator, partial, signatures=serving_signatures(translator)
+    )
+    if tf.io.gfile.exists(path):
+        tf.io.gfile.rmtree(path)
+    tf.io.gfile.rename(partial, path)
+    return path
+
+
+def load_exported(path: str):
+    """Loads an exported SavedModel (registers the tensorflow-text ops).
+
+    Returns:
+        The loaded object; `.signatures[name]` are the serving signatures
+        and `.translate`, `.translate_ids`, `.translate_with_options` the
+        functions.
+    """
+    import tensorflow_text  # noqa: F401  (registers the sentencepiece ops)
+
+    return tf.saved_model.load(path)
+
+
+def load_model(path: str) -> Transformer:
+    """Loads a trained `Transformer` from a `.keras` file, without optimizer.
+
+    Raises:
+        FileNotFoundError: if `path` does not exist.
+        TypeError: if the file does not hold a `keras_transformer`
+            Transformer.
+    """
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(
+            "No model file at this path; pass the `.keras` file written by "
+            f"training. Received: path={path}"
+        )
+    model = keras.saving.load_model(path, compile=False)
+    if not isinstance(model, Transformer):
+        raise TypeError(
+            "The file must hold a keras_transformer Transformer (built by "
+            "`build_transformer`). "
+            f"Received: path={path}, type={type(model).__name__}"
+        )
+    return model
+
+
+def average_models(paths: list[str]) -> Transformer:
+    """Loads checkpoints and averages their weights (paper, section 6.1).
+
+    Args:
+        paths: `.keras` files of one model at different steps, e.g. the last
+            5 (base) or 20 (big) checkpoints.
+
+    Returns:
+        The first model with every weight replaced by the mean over `paths`.
+
+    Raises:
+        ValueError: if `paths` is empty or the checkpoints' configs differ.
+    """
+    if not paths:
+        raise ValueError(
+            "`paths` must name at least one `.keras` checkpoint. "
+            f"Received: paths={paths!r}"
+        )
+    model = load_model(paths[0])
+    total = [np.asarray(w, np.float64) for w in model.get_weights()]
+    for path in paths[1:]:
+        other = load_model(path)
+        if other.config != model.config:
+            raise ValueError(
+                "Averaged checkpoints must share one model config; pass "
+                "checkpoints of one training run. "
+                f"Received: paths[0]={paths[0]}, path={path}"
+            )
+        for index, weight in enumerate(other.get_weights()):
+            total[index] += weight
+    model.set_weights(
+        [
+            (t / len(paths)).astype(w.dtype)
+            for t, w in zip(total, model.get_weights())
+        ]
+    )
+    return model
+
+
+def find_vocab(model_dir: str) -> str:
+    """The first `*.model` sentencepiece file of `model_dir` (sorted).
+
+    Raises:
+        FileNotFoundError: if there is none.
+    """
+    found = sorted(glob.glob(os.path.join(model_dir, "*.model")))
+    if not found:
+        raise FileNotFoundError(
+            "No sentencepiece `*.model` vocabulary in the model directory; "
+            f"pass --vocab PATH. Received: model_dir={model_dir}"
+        )
+    return found[0]

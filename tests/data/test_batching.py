@@ -1,0 +1,290 @@
+"""Tests of token-count batching, padding efficiency and input sharding."""
+
+import itertools
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from absl.testing import parameterized
+
+from keras_transformer import tokens
+from keras_transformer.data import batching
+from tests import test_case
+
+_MAX_LENGTH = 40
+
+
+def _examples(count=300, seed=0, max_tokens=_MAX_LENGTH - 1):
+    """Examples whose first id is their index (ids >= 4, no specials)."""
+    rng = np.random.default_rng(seed)
+    sources, targets = [], []
+    for index in range(count):
+        source_length = int(rng.integers(1, max_tokens + 1))
+        target_length = int(
+            np.clip(source_length + rng.integers(-3, 4), 1, max_tokens)
+        )
+        sources.append(
+            [index + 100] + list(rng.integers(4, 90, source_length - 1))
+        )
+        targets.append(list(rng.integers(4, 90, target_length)))
+    return sources, targets
+
+
+def _dataset(sources, targets):
+    return tf.data.Dataset.from_tensor_slices(
+        (
+            tf.ragged.constant(sources, dtype=tf.int32),
+            tf.ragged.constant(targets, dtype=tf.int32),
+        )
+    )
+
+
+def _batches(dataset):
+    return [
+        (features["source_ids"], features["target_ids"], labels)
+        for features, labels in dataset.as_numpy_iterator()
+    ]
+
+
+def _indices(batches):
+    """Example indices, read back from the first source id."""
+    return [int(row[0]) - 100 for source, _, _ in batches for row in source]
+
+
+class TokenBatchesTest(test_case.TestCase):
+    @parameterized.parameters(40, 100, 333, 1000)
+    def test_budget_is_never_exceeded(self, batch_tokens):
+        batches = _batches(
+            batching.token_batches(
+                _dataset(*_examples()), batch_tokens, _MAX_LENGTH, seed=1
+            )
+        )
+        for source, target, labels in batches:
+            self.assertLessEqual(source.size, batch_tokens)
+            self.assertLessEqual(target.size, batch_tokens)
+            self.assertEqual(target.shape, labels.shape)
+            self.assertLessEqual(source.shape[1], _MAX_LENGTH)
+
+    @parameterized.parameters(True, False)
+    def test_every_example_exactly_once_per_epoch(self, shuffle):
+        dataset = batching.token_batches(
+            _dataset(*_examples()), 500, _MAX_LENGTH, shuffle=shuffle
+        )
+        for _ in range(2):  # Two epochs of the same dataset.
+            self.assertCountEqual(_indices(_batches(dataset)), range(300))
+
+    def test_specials_and_shift(self):
+        sources, targets = _examples(count=50)
+        batches = _batches(
+            batching.token_batches(
+                _dataset(sources, targets), 400, _MAX_LENGTH, shuffle=False
+            )
+        )
+        for source_ids, target_ids, labels in batches:
+            for source_row, target_row, label_row in zip(
+                source_ids, target_ids, labels
+            ):
+                index = int(source_row[0]) - 100
+                source, target = sources[index], targets[index]
+                # Source: tokens + [EOS] + padding.
+                self.assertAllEqual(
+                    source_row[: len(source) + 1], source + [tokens.EOS_ID]
+                )
+                self.assertFalse(source_row[len(source) + 1 :].any())
+                # Decoder input: [BOS] + tokens; labels: tokens + [EOS].
+                self.assertAllEqual(
+                    target_row[: len(target) + 1], [tokens.BOS_ID] + target
+                )
+                self.assertAllEqual(
+                    label_row[: len(target) + 1], target + [tokens.EOS_ID]
+                )
+                self.assertFalse(label_row[len(target) + 1 :].any())
+                self.assertFalse(target_row[len(target) + 1 :].any())
+
+    def test_dtypes_and_names(self):
+        dataset = batching.token_batches(
+            _dataset(*_examples(count=10)), 200, _MAX_LENGTH
+        )
+        features, labels = dataset.element_spec
+        self.assertEqual(set(features), {"source_ids", "target_ids"})
+        self.assertEqual(features["source_ids"].dtype, tf.int32)
+        self.assertEqual(features["target_ids"].dtype, tf.int32)
+        self.assertEqual(labels.dtype, tf.int32)
+
+    def test_deterministic_mode_repeats_the_same_batches(self):
+        def run():
+            return _batches(
+                batching.token_batches(
+                    _dataset(*_examples()), 300, _MAX_LENGTH, deterministic=True
+                )
+            )
+
+        first, second = run(), run()
+        self.assertEqual(len(first), len(second))
+        for batch, again in zip(first, second):
+            for array, same in zip(batch, again):
+                self.assertAllEqual(array, same)
+
+    def test_seeds_change_the_order(self):
+        def order(seed):
+            return _indices(
+                _batches(
+                    batching.token_batches(
+                        _dataset(*_examples()), 300, _MAX_LENGTH, seed=seed
+                    )
+                )
+            )
+
+        self.assertNotEqual(order(1), order(2))
+
+    def test_bucketing_keeps_padding_low(self):
+        dataset = batching.token_batches(
+            _dataset(*_examples(count=2000)), 2000, _MAX_LENGTH, seed=0
+        )
+        self.assertGreater(batching.padding_efficiency(dataset), 0.8)
+
+    def test_repeat_keeps_going_past_one_epoch(self):
+        dataset = batching.token_batches(
+            _dataset(*_examples(count=40)), 2000, _MAX_LENGTH, repeat=True
+        )
+        indices = _indices(_batches(dataset.take(10)))
+        # Short buckets fill first; repeated examples prove a new epoch.
+        self.assertGreater(len(indices), 40)
+        self.assertLessEqual(set(indices), set(range(40)))
+
+    def test_overlong_example_is_an_error_not_a_silent_drop(self):
+        dataset = batching.token_batches(
+            _dataset([[5] * _MAX_LENGTH], [[6]]), 100, _MAX_LENGTH
+        )
+        with self.assertRaisesRegex(
+            tf.errors.InvalidArgumentError,
+            "longer than max_length.*filter_by_length",
+        ):
+            _batches(dataset)
+
+    def test_budget_below_max_length(self):
+        with self.assertRaisesRegex(
+            ValueError,
+            "`batch_tokens` must be an integer >= `max_length`.*"
+            "Received: batch_tokens=30, max_length=40",
+        ):
+            batching.token_batches(_dataset([[5]], [[6]]), 30, 40)
+
+    def test_bad_max_length(self):
+        with self.assertRaisesRegex(
+            ValueError, "`max_length` must be an integer >= 2.*max_length=1"
+        ):
+            batching.token_batches(_dataset([[5]], [[6]]), 30, 1)
+
+    @parameterized.parameters(2, 8, 40, 256)
+    def test_bucket_lengths(self, max_length):
+        lengths = batching.bucket_lengths(max_length)
+        self.assertEqual(lengths[-1], max_length)
+        self.assertEqual(lengths, sorted(set(lengths)))
+        # Neighbouring buckets are at most ~10% (or 1) apart: little padding.
+        for shorter, longer in itertools.pairwise(lengths):
+            self.assertLessEqual(longer, max(shorter + 1, shorter * 1.1))
+
+
+class PaddingEfficiencyTest(test_case.TestCase):
+    def test_counts_real_tokens_over_positions(self):
+        features = {
+            "source_ids": tf.constant([[5, 3, 0, 0], [5, 6, 7, 3]]),
+            "target_ids": tf.constant([[2, 5, 0, 0], [2, 5, 6, 0]]),
+        }
+        dataset = tf.data.Dataset.from_tensors(
+            (features, features["target_ids"])
+        )
+        self.assertAllClose(batching.padding_efficiency(dataset), 11 / 16)
+
+    def test_empty(self):
+        features = {
+            "source_ids": tf.zeros([0, 4], tf.int32),
+            "target_ids": tf.zeros([0, 4], tf.int32),
+        }
+        dataset = tf.data.Dataset.from_tensors(
+            (features, features["source_ids"])
+        )
+        with self.assertRaisesRegex(
+            ValueError, "holds no tokens.*Received: batches="
+        ):
+            batching.padding_efficiency(dataset)
+
+
+class DistributedDatasetFnTest(test_case.TestCase):
+    def test_disjoint_shards_per_pipeline_and_per_replica_budget(self):
+        dataset_fn = batching.distributed_dataset_fn(
+            _dataset(*_examples()), 800, max_length=_MAX_LENGTH, seed=3
+        )
+        shards = []
+        for pipeline_id in range(2):
+            context = tf.distribute.InputContext(
+                num_input_pipelines=2,
+                input_pipeline_id=pipeline_id,
+                num_replicas_in_sync=4,
+            )
+            batches = _batches(dataset_fn(context))
+            for source, target, _ in batches:
+                self.assertLessEqual(source.size, 800 // 4)
+                self.assertLessEqual(target.size, 800 // 4)
+            shards.append(_indices(batches))
+        self.assertEmpty(set(shards[0]) & set(shards[1]))
+        self.assertCountEqual(shards[0] + shards[1], range(300))
+
+    def test_global_budget_too_small_for_the_replicas(self):
+        dataset_fn = batching.distributed_dataset_fn(
+            _dataset([[5]], [[6]]), 100, max_length=_MAX_LENGTH
+        )
+        context = tf.distribute.InputContext(num_replicas_in_sync=4)
+        with self.assertRaisesRegex(
+            ValueError,
+            "global budget per step; split over 4 replicas it leaves 25 "
+            "tokens, fewer than max_length=40.*Received: batch_tokens=100",
+        ):
+            dataset_fn(context)
+
+    @pytest.mark.slow
+    def test_mirrored_strategy_on_two_cpu_replicas(self):
+        # A fresh process: logical devices must be set before TF starts.
+        script = textwrap.dedent(
+            """
+            import tensorflow as tf
+            from keras_transformer.data import batching
+            cpu = tf.config.list_physical_devices("CPU")[0]
+            tf.config.set_logical_device_configuration(
+                cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+            strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+            ragged = tf.ragged.constant([[5 + i] * (1 + i % 9)
+                                         for i in range(64)], tf.int32)
+            examples = tf.data.Dataset.from_tensor_slices((ragged, ragged))
+            dataset = strategy.distribute_datasets_from_function(
+                batching.distributed_dataset_fn(
+                    examples, 64, max_length=16, deterministic=True))
+            sizes, seen = [], 0
+            for features, _ in dataset:
+                for ids in strategy.experimental_local_results(
+                        features["source_ids"]):
+                    sizes.append(int(tf.size(ids)))
+                    seen += int(tf.shape(ids)[0])
+            print(max(sizes), seen, len(sizes))
+            """
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", script],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+            cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))),
+        )
+        self.assertEqual(result.returncode, 0, msg=result.stderr)
+        largest, seen, _ = map(int, result.stdout.split("\n")[-2].split())
+        # Each replica's batch fits in its half of the 64-token budget, and
+        # every example reaches a replica once.
+        self.assertLessEqual(largest, 32)
+        self.assertEqual(seen, 64)

@@ -1,0 +1,211 @@
+"""Tests of the spec-to-batches glue and its drop counts."""
+
+import os
+
+import tensorflow as tf
+
+from keras_transformer.data import pipeline, sources
+from keras_transformer.data import tokenizer as tokenizer_lib
+from tests import test_case
+from tests.data import fixtures
+
+
+class PipelineTest(test_case.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.folder = fixtures.tempdir(self)
+        english = [pair[0] for pair in fixtures.PAIRS]
+        german = [pair[1] for pair in fixtures.PAIRS]
+        # One pair with an empty side, one far longer than max_length.
+        english += ["", " ".join(["Music makes people happy."] * 12)]
+        german += ["Leer.", " ".join(["Musik macht Menschen glücklich."] * 12)]
+        for split in ("train", "dev"):
+            fixtures.write(self.path(f"{split}.en"), "\n".join(english) + "\n")
+            fixtures.write(self.path(f"{split}.de"), "\n".join(german) + "\n")
+        self.spec = f"text:{self.path('train')}"
+
+    def path(self, name):
+        return os.path.join(self.folder, name)
+
+    def test_tokenize_pairs_keeps_order_and_lengths(self):
+        tokenizer = fixtures.tokenizer()
+        pairs = tf.data.Dataset.from_tensor_slices(
+            (["I have two sisters.", ""], ["Ich habe zwei Schwestern.", "Ja"])
+        )
+        source_ids, target_ids = pipeline.tokenize_pairs(
+            pairs, tokenizer, batch_size=1
+        )
+        self.assertEqual(source_ids.dtype, tf.int32)
+        self.assertAllEqual(
+            source_ids[0], tokenizer.tokenize(["I have two sisters."])[0]
+        )
+        self.assertEqual(int(source_ids.row_lengths()[1]), 0)
+        self.assertAllEqual(
+            tokenizer.detokenize(target_ids),
+            [b"Ich habe zwei Schwestern.", b"Ja"],
+        )
+
+    def test_filter_by_length_counts_every_drop(self):
+        source_ids = tf.ragged.constant([[5, 6], [], [5] * 9, [7], [8] * 3])
+        target_ids = tf.ragged.constant([[5], [6], [6], [], [9] * 4])
+        kept_source, kept_target, stats = pipeline.filter_by_length(
+            source_ids, target_ids, max_length=5
+        )
+        self.assertEqual(
+            stats,
+            pipeline.DataStats(
+                num_pairs=5,
+                dropped_empty=2,
+                dropped_overlong=1,
+                num_examples=2,
+                source_tokens=5,
+                target_tokens=5,
+            ),
+        )
+        self.assertAllEqual(kept_source, tf.ragged.constant([[5, 6], [8] * 3]))
+        self.assertAllEqual(kept_target, tf.ragged.constant([[5], [9] * 4]))
+
+    def test_make_training_dataset_reports_drops_and_padding(self):
+        dataset, stats = pipeline.make_training_dataset(
+            self.spec,
+            fixtures.tokenizer(),
+            src_lang="en",
+            tgt_lang="de",
+            batch_tokens=200,
+            max_length=40,
+            deterministic=True,
+        )
+        self.assertEqual(stats.num_pairs, len(fixtures.PAIRS) + 2)
+        self.assertEqual(stats.dropped_empty, 1)
+        self.assertEqual(stats.dropped_overlong, 1)
+        self.assertEqual(stats.num_examples, len(fixtures.PAIRS))
+        batches = list(dataset.as_numpy_iterator())
+        self.assertLen(batches, stats.num_batches)
+        self.assertBetween(stats.padding_efficiency, 0.5, 1.0)
+        tokenizer = fixtures.tokenizer()
+        sources = [
+            row
+            for features, _ in batches
+            for row in tokenizer.detokenize(features["source_ids"]).numpy()
+        ]
+        self.assertCountEqual(
+            [s.decode() for s in sources], [p[0] for p in fixtures.PAIRS]
+        )
+
+    def test_make_eval_dataset_is_fixed_and_reads_the_direction(self):
+        tokenizer = fixtures.tokenizer()
+
+        def source_batches():
+            dataset, stats = pipeline.make_eval_dataset(
+                self.spec,
+                tokenizer,
+                src_lang="de",
+                tgt_lang="en",
+                batch_tokens=300,
+                max_length=40,
+            )
+            self.assertEqual(stats.num_examples, len(fixtures.PAIRS))
+            return [f["source_ids"] for f, _ in dataset.as_numpy_iterator()]
+
+        first, second = source_batches(), source_batches()
+        self.assertEqual(len(first), len(second))
+        for batch, same in zip(first, second):
+            self.assertAllEqual(batch, same)
+        sources = [
+            s.decode()
+            for batch in first
+            for s in tokenizer.detokenize(batch).numpy()
+        ]
+        self.assertCountEqual(sources, [p[1] for p in fixtures.PAIRS])
+
+    def test_distributed_dataset_under_a_strategy(self):
+        strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
+        dataset, stats = pipeline.make_training_dataset(
+            self.spec,
+            fixtures.tokenizer(),
+            src_lang="en",
+            tgt_lang="de",
+            batch_tokens=200,
+            max_length=40,
+            strategy=strategy,
+            measure_padding=False,
+        )
+        self.assertIsNone(stats.padding_efficiency)
+        self.assertIsInstance(dataset, tf.distribute.DistributedDataset)
+        seen = 0
+        for features, labels in dataset:
+            self.assertLessEqual(int(tf.size(labels)), 200)
+            seen += int(tf.shape(features["source_ids"])[0])
+        self.assertEqual(seen, len(fixtures.PAIRS))
+
+    def test_nothing_left_after_filtering(self):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"No pair of the dev split is left after filtering \(1 with an "
+            r"empty side, 25 longer than max_length\).*Received: max_length=2",
+        ):
+            pipeline.make_eval_dataset(
+                self.spec,
+                fixtures.tokenizer(),
+                src_lang="en",
+                tgt_lang="de",
+                batch_tokens=100,
+                max_length=2,
+            )
+
+    def test_load_or_train_tokenizer_trains_once_then_loads(self):
+        model_path = os.path.join(self.folder, "vocab", "bpe.model")
+        trained = pipeline.load_or_train_tokenizer(
+            self.spec, model_path, src_lang="en", tgt_lang="de", vocab_size=330
+        )
+        self.assertEqual(trained.vocab_size, 330)
+        self.assertTrue(os.path.exists(model_path))
+        # The second call loads the file: no vocab_size is needed any more.
+        loaded = pipeline.load_or_train_tokenizer(
+            "demo", model_path, src_lang="en", tgt_lang="de"
+        )
+        strings = tf.constant(["Wir gehen jetzt nach Hause."])
+        self.assertAllEqual(
+            loaded.tokenize(strings).to_tensor(),
+            trained.tokenize(strings).to_tensor(),
+        )
+
+    def test_load_or_train_tokenizer_needs_a_model_suffix(self):
+        with self.assertRaisesRegex(
+            ValueError,
+            "`model_path` must end in .model.*Received: model_path=.*bpe.vocab",
+        ):
+            pipeline.load_or_train_tokenizer(
+                self.spec,
+                self.path("bpe.vocab"),
+                src_lang="en",
+                tgt_lang="de",
+            )
+
+
+class DemoPipelineTest(test_case.TestCase):
+    def test_real_demo_corpus_dev_split(self):
+        # A vocabulary from the demo dev split (small, so fast) round-trips
+        # the demo text and batches every demo sentence.
+        model_path = os.path.join(fixtures.tempdir(self), "demo.model")
+        english, german = sources.load_pairs("demo", "dev", "en", "de")
+        tokenizer = tokenizer_lib.SubwordTokenizer.from_file(
+            tokenizer_lib.train_subword_vocab(
+                english + german, 500, model_path[: -len(".model")]
+            )
+        )
+        ids = tokenizer.tokenize(tf.constant(german))
+        self.assertEqual(
+            [s.decode() for s in tokenizer.detokenize(ids).numpy()], german
+        )
+        _, stats = pipeline.make_eval_dataset(
+            "demo",
+            tokenizer,
+            src_lang="en",
+            tgt_lang="de",
+            batch_tokens=1024,
+            max_length=128,
+        )
+        self.assertEqual(stats.num_examples, len(english))
+        self.assertEqual(stats.dropped_empty + stats.dropped_overlong, 0)
+        self.assertGreater(stats.padding_efficiency, 0.75)

@@ -1,0 +1,88 @@
+"""Tests of the TFDS source, under `tfds.testing.mock_data` (no download)."""
+
+import tensorflow as tf
+import tensorflow_datasets as tfds
+from absl.testing import parameterized
+
+from keras_transformer.data import sources, tfds_source
+from tests import test_case
+from tests.data import fixtures
+
+_EXAMPLES = {
+    "train": {"en": ["Hello .", "Thank you ."], "de": ["Hallo .", "Danke ."]},
+    "validation": {"en": ["Good night ."], "de": ["Gute Nacht ."]},
+    "test": {"en": ["Yes ."], "de": ["Ja ."]},
+}
+
+
+def _fake_as_dataset(builder, split, decoders=None, read_config=None, **kw):
+    """Stands in for the prepared files: known text per TFDS split."""
+    del builder, decoders, read_config, kw  # Unused.
+    return tf.data.Dataset.from_tensor_slices(_EXAMPLES[split])
+
+
+class TfdsSourceTest(test_case.TestCase):
+    @parameterized.named_parameters(
+        ("train_en_de", "train", "en", "de", _EXAMPLES["train"]),
+        ("dev_is_validation", "dev", "en", "de", _EXAMPLES["validation"]),
+        ("test_de_en", "test", "de", "en", _EXAMPLES["test"]),
+    )
+    def test_split_mapping_and_direction(self, split, src, tgt, expected):
+        with tfds.testing.mock_data(as_dataset_fn=_fake_as_dataset):
+            dataset = sources.load_split(
+                "tfds:wmt14_translate/de-en", split, src, tgt, data_dir="/x"
+            )
+            pairs = list(dataset.as_numpy_iterator())
+        self.assertEqual(
+            pairs,
+            [
+                (source.encode(), target.encode())
+                for source, target in zip(expected[src], expected[tgt])
+            ],
+        )
+
+    @parameterized.parameters(("en", "fr"), ("fr", "en"))
+    def test_random_mock_data_both_directions_of_fr_en(self, src, tgt):
+        with tfds.testing.mock_data(num_examples=7):
+            forward = sources.load_pairs(
+                "tfds:wmt14_translate/fr-en", "train", src, tgt
+            )
+            backward = sources.load_pairs(
+                "tfds:wmt14_translate/fr-en", "train", tgt, src
+            )
+        self.assertLen(forward[0], 7)
+        self.assertEqual(forward, (backward[1], backward[0]))
+
+    def test_language_not_in_the_pair(self):
+        with (
+            tfds.testing.mock_data(num_examples=1),
+            self.assertRaisesRegex(
+                ValueError,
+                r"`tgt_lang` must be one of the languages of "
+                r"wmt14_translate/de-en, \['de', 'en'\].*Received: tgt_lang=fr",
+            ),
+        ):
+            tfds_source.load_tfds_split(
+                "wmt14_translate/de-en", "train", "en", "fr"
+            )
+
+    def test_unknown_split(self):
+        with self.assertRaisesRegex(
+            ValueError, "`split` must be one of.*Received: split=valid"
+        ):
+            tfds_source.load_tfds_split(
+                "wmt14_translate/de-en", "valid", "en", "de"
+            )
+
+    def test_unprepared_data_tells_how_to_prepare_it(self):
+        # The real builder, not mocked, on an empty data_dir: no download.
+        data_dir = fixtures.tempdir(self)
+        with self.assertRaisesRegex(
+            FileNotFoundError,
+            f"wmt14_translate/de-en is not prepared in {data_dir}.*\n"
+            f"  tfds build wmt14_translate/de-en --data_dir={data_dir}\n"
+            r".*download_and_prepare\(\).*Received: name=",
+        ):
+            tfds_source.load_tfds_split(
+                "wmt14_translate/de-en", "test", "en", "de", data_dir
+            )

@@ -1,0 +1,225 @@
+"""Tests of BPE vocabulary training and the in-graph SubwordTokenizer."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import sentencepiece as spm
+import tensorflow as tf
+
+from keras_transformer import tokens
+from keras_transformer.data import tokenizer as tokenizer_lib
+from tests import test_case
+from tests.data import fixtures
+
+# Normalised text (NFKC, single spaces): the round trip must be exact,
+# including characters the training text never showed (byte fallback).
+_NORMALISED = [
+    "The cat sleeps on the sofa.",
+    "Die Kinder spielen im Garten.",
+    "Zoë's café serves 12 crêpes — naïve? ¡Sí! 日本語",
+    "",
+]
+
+
+class TrainSubwordVocabTest(test_case.TestCase):
+    def test_special_ids_and_pieces_match_tokens_module(self):
+        processor = spm.SentencePieceProcessor(model_file=fixtures.model_path())
+        self.assertEqual(processor.get_piece_size(), fixtures.VOCAB_SIZE)
+        self.assertEqual(
+            (
+                processor.pad_id(),
+                processor.unk_id(),
+                processor.bos_id(),
+                processor.eos_id(),
+            ),
+            (tokens.PAD_ID, tokens.UNK_ID, tokens.BOS_ID, tokens.EOS_ID),
+        )
+        self.assertEqual(
+            [processor.id_to_piece(i) for i in range(4)],
+            [
+                tokens.PAD_PIECE,
+                tokens.UNK_PIECE,
+                tokens.BOS_PIECE,
+                tokens.EOS_PIECE,
+            ],
+        )
+
+    def test_training_is_deterministic(self):
+        folder = fixtures.tempdir(self)
+        first = tokenizer_lib.train_subword_vocab(
+            fixtures.sentences(), 330, os.path.join(folder, "a")
+        )
+        second = tokenizer_lib.train_subword_vocab(
+            iter(fixtures.sentences()), 330, os.path.join(folder, "b/c")
+        )
+        self.assertEqual(second, os.path.join(folder, "b/c.model"))
+        # The files differ only in the recorded prefix; the pieces agree.
+        pieces = [
+            [
+                (processor.id_to_piece(i), processor.get_score(i))
+                for i in range(processor.get_piece_size())
+            ]
+            for processor in (
+                spm.SentencePieceProcessor(model_file=first),
+                spm.SentencePieceProcessor(model_file=second),
+            )
+        ]
+        self.assertLen(pieces[0], 330)
+        self.assertEqual(pieces[0], pieces[1])
+
+    def test_vocab_larger_than_the_text_supports(self):
+        with self.assertRaisesRegex(
+            ValueError,
+            "`vocab_size` is larger than 48 training sentences support: at "
+            r"most \d+ pieces.*Received: vocab_size=37000",
+        ):
+            tokenizer_lib.train_subword_vocab(
+                fixtures.sentences(),
+                37000,
+                os.path.join(fixtures.tempdir(self), "m"),
+            )
+
+    def test_vocab_too_small_for_the_characters(self):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"too small .* it needs at least \d+.*Received: vocab_size=270",
+        ):
+            tokenizer_lib.train_subword_vocab(
+                fixtures.sentences(),
+                270,
+                os.path.join(fixtures.tempdir(self), "m"),
+            )
+
+    def test_vocab_size_below_the_reserved_pieces(self):
+        with self.assertRaisesRegex(
+            ValueError,
+            "`vocab_size` must be an integer >= 261.*Received: vocab_size=100",
+        ):
+            tokenizer_lib.train_subword_vocab(fixtures.sentences(), 100, "m")
+
+    def test_no_sentences(self):
+        with self.assertRaisesRegex(
+            ValueError, "`sentences` is empty.*Received: sentences="
+        ):
+            tokenizer_lib.train_subword_vocab(
+                [], 300, os.path.join(fixtures.tempdir(self), "m")
+            )
+
+
+class SubwordTokenizerTest(test_case.TestCase):
+    def test_round_trip_of_normalised_text(self):
+        tokenizer = fixtures.tokenizer()
+        ids = tokenizer.tokenize(tf.constant(_NORMALISED))
+        self.assertIsInstance(ids, tf.RaggedTensor)
+        self.assertEqual(ids.dtype, tf.int32)
+        self.assertEqual(
+            [s.decode() for s in tokenizer.detokenize(ids).numpy()],
+            _NORMALISED,
+        )
+
+    def test_tokenize_adds_no_specials_and_stays_in_vocab(self):
+        tokenizer = fixtures.tokenizer()
+        ids = tokenizer.tokenize(tf.constant(_NORMALISED)).flat_values
+        self.assertAllGreaterEqual(ids, tokens.NUM_SPECIAL_TOKENS)
+        self.assertAllLess(ids, tokenizer.vocab_size)
+
+    def test_detokenize_stops_at_eos_and_drops_pad_and_bos(self):
+        tokenizer = fixtures.tokenizer()
+        cat, garden = tokenizer.tokenize(tf.constant(_NORMALISED[:2]))
+        cat, garden = list(cat.numpy()), list(garden.numpy())
+        padded = max(len(cat), len(garden)) + 5
+        rows = [
+            [tokens.BOS_ID] + cat + [tokens.EOS_ID] + garden,
+            garden + [tokens.EOS_ID],
+        ]
+        dense = tf.constant(
+            [row + [tokens.PAD_ID] * (2 * padded - len(row)) for row in rows]
+        )
+        self.assertAllEqual(
+            tokenizer.detokenize(dense),
+            [_NORMALISED[0].encode(), _NORMALISED[1].encode()],
+        )
+        ragged = tf.ragged.constant(rows, dtype=tf.int64)
+        self.assertAllEqual(
+            tokenizer.detokenize(ragged), tokenizer.detokenize(dense)
+        )
+
+    def test_works_inside_tf_function(self):
+        tokenizer = fixtures.tokenizer()
+
+        @tf.function
+        def round_trip(strings):
+            ids = tokenizer.tokenize(strings).to_tensor()  # [B, L]
+            return tokenizer.detokenize(ids)
+
+        self.assertAllEqual(
+            round_trip(tf.constant(_NORMALISED)),
+            [s.encode() for s in _NORMALISED],
+        )
+
+    def test_save_and_from_file(self):
+        path = os.path.join(fixtures.tempdir(self), "copy.model")
+        fixtures.tokenizer().save(path)
+        with open(path, "rb") as copy, open(fixtures.model_path(), "rb") as f:
+            self.assertEqual(copy.read(), f.read())
+        self.assertEqual(
+            tokenizer_lib.SubwordTokenizer.from_file(path).vocab_size,
+            fixtures.VOCAB_SIZE,
+        )
+
+    def test_rejects_a_model_with_other_special_ids(self):
+        prefix = os.path.join(fixtures.tempdir(self), "default_ids")
+        # sentencepiece's defaults: <unk>=0, <s>=1, </s>=2, no <pad>.
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(fixtures.sentences()),
+            model_prefix=prefix,
+            vocab_size=100,
+            minloglevel=2,
+        )
+        with self.assertRaisesRegex(
+            ValueError,
+            "ids 0-3 must be .*'<pad>', '<unk>', '<s>', '</s>'.*"
+            "train_subword_vocab.*Received: specials=",
+        ):
+            tokenizer_lib.SubwordTokenizer.from_file(prefix + ".model")
+
+    @pytest.mark.slow
+    def test_saved_model_runs_in_a_fresh_process(self):
+        folder = fixtures.tempdir(self)
+        model_file = os.path.join(folder, "bpe.model")
+        fixtures.tokenizer().save(model_file)
+        module = tf.Module()
+        module.tokenizer = tokenizer_lib.SubwordTokenizer.from_file(model_file)
+        export_dir = os.path.join(folder, "saved")
+        tf.saved_model.save(module, export_dir)
+        # The vocabulary must travel inside the SavedModel, not beside it.
+        os.remove(model_file)
+        script = textwrap.dedent(
+            f"""
+            import sys
+            import tensorflow as tf
+            import tensorflow_text  # noqa: F401 (registers the ops)
+            loaded = tf.saved_model.load({export_dir!r})
+            strings = tf.constant({_NORMALISED!r})
+            ids = loaded.tokenizer.tokenize(strings).to_tensor()
+            text = loaded.tokenizer.detokenize_ids(ids)
+            assert "keras_transformer" not in sys.modules
+            print("|".join(s.decode() for s in text.numpy()))
+            """
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", script],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+            cwd=folder,
+        )
+        self.assertEqual(result.returncode, 0, msg=result.stderr)
+        self.assertEqual(
+            result.stdout.strip().split("\n")[-1], "|".join(_NORMALISED)
+        )

@@ -1,0 +1,434 @@
+"""Tests of beam search with canned logits (no model)."""
+
+import itertools
+import re
+
+import numpy as np
+import tensorflow as tf
+from absl.testing import parameterized
+
+from keras_transformer.decoding import beam_search, greedy_search
+from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
+from tests.test_case import TestCase
+
+
+def penalty(length, alpha):
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+class PrefixTable:
+    """Canned logits indexed by (sentence, whole prefix): a known score table.
+
+    The prefix is read from the state (a token history the search gathers by
+    beam origin), never from `ids` alone, so a wrongly gathered state changes
+    the logits. PAD and BOS get -inf logits: never generated.
+    """
+
+    def __init__(self, batch_size, max_length, seed, eos_bias=0.0):
+        self.vocab_size = 6
+        self.max_length = max_length
+        self.batch_size = batch_size
+        self.calls = 0  # counted when run eagerly
+        base = self.vocab_size + 1
+        rng = np.random.default_rng(seed)
+        table = 2.0 * rng.standard_normal(
+            (batch_size, base**max_length, self.vocab_size)
+        )
+        table[:, :, EOS_ID] += np.broadcast_to(eos_bias, [batch_size])[:, None]
+        table[:, :, [PAD_ID, BOS_ID]] = -np.inf
+        self.table = table
+        self.tf_table = tf.constant(table, tf.float32)
+        self.powers = tf.constant(base ** np.arange(max_length), tf.int32)
+
+    def code(self, prefix):
+        base = self.vocab_size + 1
+        return sum((token + 1) * base**i for i, token in enumerate(prefix))
+
+    def log_probs(self, sentence, tokens):
+        """float64 log-softmax of the next token after BOS + tokens."""
+        logits = self.table[sentence, self.code([BOS_ID, *tokens])]
+        finite = logits[np.isfinite(logits)]
+        top = finite.max()
+        return logits - top - np.log(np.exp(finite - top).sum())
+
+    def inputs(self, sentences=None):
+        """(initial_ids, state, static) for a subset of the sentences."""
+        sentences = (
+            np.arange(self.batch_size) if sentences is None else sentences
+        )
+        sentences = tf.cast(sentences, tf.int32)
+        batch = tf.shape(sentences)[0]
+        state = {"history": tf.zeros([batch, self.max_length], tf.int32)}
+        return tf.fill([batch], BOS_ID), state, {"sentence": sentences}
+
+    def logits_fn(self, ids, step, state, static):
+        self.calls += 1
+        column = tf.one_hot(step, self.max_length, dtype=tf.int32)
+        history = state["history"] + ids[:, None] * column
+        seen = tf.range(self.max_length) <= step
+        weights = tf.where(seen, self.powers, 0)
+        code = tf.reduce_sum((history + 1) * weights, axis=1)
+        index = tf.stack([static["sentence"], code], axis=1)
+        return tf.gather_nd(self.tf_table, index), {"history": history}
+
+    def exhaustive(self, sentence, limit, alpha, num_return):
+        """Top hypotheses over every sequence that ends (EOS or limit)."""
+        ended = []
+
+        def grow(tokens, log_prob):
+            for token, token_log_prob in enumerate(
+                self.log_probs(sentence, tokens)
+            ):
+                if not np.isfinite(token_log_prob):
+                    continue
+                seq = [*tokens, token]
+                total = log_prob + token_log_prob
+                if token == EOS_ID or len(seq) == limit:
+                    ended.append((total / penalty(len(seq), alpha), seq))
+                else:
+                    grow(seq, total)
+
+        if limit > 0:
+            grow([], 0.0)
+        return sorted(ended, key=lambda item: -item[0])[:num_return]
+
+
+class BeamSearchTest(TestCase):
+    def search(self, model, limits, **kwargs):
+        return beam_search(
+            model.logits_fn,
+            *model.inputs(),
+            vocab_size=model.vocab_size,
+            max_decode_length=limits,
+            **kwargs,
+        )
+
+    def assert_hypotheses(self, result, model, limits, alpha, eos_id=EOS_ID):
+        """Scores are penalised log-prob sums; nothing grows after the end."""
+        ids, scores, lengths = (x.numpy() for x in result)
+        for sentence, slot in itertools.product(*map(range, lengths.shape)):
+            length = lengths[sentence, slot]
+            tokens = ids[sentence, slot, :length].tolist()
+            self.assertFalse(np.any(ids[sentence, slot, length:]))
+            self.assertNotIn(eos_id, tokens[:-1])
+            if length < limits[sentence]:
+                self.assertEqual(tokens[-1], eos_id)
+            log_prob = sum(
+                model.log_probs(sentence, tokens[:i])[token]
+                for i, token in enumerate(tokens)
+            )
+            self.assertAllClose(
+                scores[sentence, slot],
+                log_prob / penalty(length, alpha),
+                rtol=1e-5,
+                atol=1e-5,
+            )
+        self.assertAllEqual(np.sort(scores)[:, ::-1], scores)
+
+    @parameterized.product(alpha=[0.0, 0.6, 2.0], num_return=[1, 4])
+    def test_equals_exhaustive_search(self, alpha, num_return):
+        # 3 tokens keep a hypothesis alive (UNK and two words), so before the
+        # last step there are at most 4 * 3 ** (limit - 2) extensions: a beam
+        # that holds them all must give the exact top n.
+        model = PrefixTable(3, max_length=4, seed=7, eos_bias=[2.0, 0.0, -2.0])
+        limits = [4, 2, 3]
+        result = self.search(
+            model, limits, beam_size=36, alpha=alpha, num_return=num_return
+        )
+        self.assertEqual(result.ids.shape, (3, num_return, 4))
+        for sentence, limit in enumerate(limits):
+            expected = model.exhaustive(sentence, limit, alpha, num_return)
+            self.assertAllClose(
+                result.scores[sentence], [score for score, _ in expected]
+            )
+            for slot, (_, tokens) in enumerate(expected):
+                length = len(tokens)
+                self.assertEqual(result.lengths[sentence, slot], length)
+                self.assertAllEqual(
+                    result.ids[sentence, slot], tokens + [0] * (4 - length)
+                )
+        best_lengths = result.lengths[:, 0].numpy()
+        self.assertGreater(len(set(best_lengths)), 1, "fixture: EOS varies")
+        self.assert_hypotheses(result, model, limits, alpha)
+
+    @parameterized.named_parameters(
+        ("paper", 4, 0.6, 2), ("wide", 6, 1.0, 3), ("no_penalty", 3, 0.0, 3)
+    )
+    def test_scores_are_penalised_log_probs(self, beam_size, alpha, n):
+        model = PrefixTable(4, max_length=5, seed=3, eos_bias=[1, 0, -1, -3])
+        limits = [5, 3, 4, 5]
+        result = self.search(
+            model, limits, beam_size=beam_size, alpha=alpha, num_return=n
+        )
+        self.assert_hypotheses(result, model, limits, alpha)
+
+    def test_alpha_tensor(self):
+        model = PrefixTable(2, max_length=4, seed=1)
+        expected = self.search(model, 4, beam_size=3, alpha=1.2, num_return=2)
+        result = self.search(
+            model, 4, beam_size=3, alpha=tf.constant(1.2), num_return=2
+        )
+        self.assertAllEqual(result.ids, expected.ids)
+        self.assertAllClose(result.scores, expected.scores)
+
+    @parameterized.parameters(11, 12, 13)
+    def test_beam_size_one_equals_greedy(self, seed):
+        # With alpha = 0 both maximise log P step by step: same choices.
+        model = PrefixTable(3, max_length=5, seed=seed, eos_bias=[1, 0, -1])
+        limits = [5, 4, 2]
+        beam = self.search(model, limits, beam_size=1, alpha=0.0)
+        greedy = greedy_search(model.logits_fn, *model.inputs(), limits)
+        self.assertAllEqual(beam.ids[:, 0], greedy.ids)
+        self.assertAllEqual(beam.lengths[:, 0], greedy.lengths)
+        self.assertAllClose(beam.scores[:, 0], greedy.log_probs)
+
+    def test_stops_at_per_sentence_limits_without_eos(self):
+        model = PrefixTable(3, max_length=5, seed=2)
+        limits = [2, 5, 3]
+        result = self.search(
+            model, limits, beam_size=4, eos_id=-1, num_return=4
+        )
+        self.assertEqual(model.calls, 5)  # exactly max(limits) steps
+        self.assertAllEqual(result.lengths, np.repeat([limits], 4, 0).T)
+        for sentence, limit in enumerate(limits):
+            self.assertFalse(np.any(result.ids[sentence, :, limit:]))
+            self.assertTrue(np.all(result.ids[sentence, :, :limit] != PAD_ID))
+        self.assert_hypotheses(result, model, limits, 0.6, eos_id=-1)
+
+    def test_early_stop_per_sentence(self):
+        # Sentence 0 almost surely says EOS first, sentence 1 never can.
+        model = PrefixTable(2, max_length=6, seed=4, eos_bias=[30.0, -np.inf])
+        result = self.search(model, 6, beam_size=2)
+        self.assertEqual(model.calls, 6)
+        self.assertAllEqual(result.lengths[:, 0], [1, 6])
+        self.assertAllEqual(result.ids[0, 0], [EOS_ID, 0, 0, 0, 0, 0])
+
+        # The finished sentence no longer changed while sentence 1 went on.
+        alone = PrefixTable(2, max_length=6, seed=4, eos_bias=[30.0, -np.inf])
+        solo = beam_search(
+            alone.logits_fn, *alone.inputs([0]), 6, 2, max_decode_length=6
+        )
+        self.assertEqual(alone.calls, 1)  # provably done after one step
+        self.assertAllClose(solo.scores[0], result.scores[0])
+
+    def test_early_stop_waits_for_reachable_penalties(self):
+        # EOS first (p 0.9) scores log 0.9 = -0.105 at once; the other path
+        # is far less likely (0.1) but, with alpha 4, its length penalty at
+        # the limit of 10 is 39: log(0.1 * 0.999 ** 9) / 39 = -0.059 wins.
+        first = np.log([[1e-9, 1e-9, 1e-9, 0.9, 0.1, 1e-9]])
+        later = np.log([[1e-9, 1e-9, 1e-9, 0.001, 0.999, 1e-9]])
+        first, later = (tf.constant(x, tf.float32) for x in (first, later))
+
+        def logits_fn(ids, step, state, static):
+            del state, static  # Unused.
+            logits = tf.where(step == 0, first, later)
+            return tf.repeat(logits, tf.shape(ids)[0], 0), {}
+
+        result = beam_search(
+            logits_fn, tf.fill([1], BOS_ID), {}, {}, 6, 2, 10, alpha=4.0
+        )
+        self.assertEqual(result.lengths[0, 0], 10)
+        self.assertAllEqual(result.ids[0, 0], [4] * 10)
+        self.assertAllClose(
+            result.scores[0, 0],
+            np.log(0.1 * 0.999**9) / penalty(10, 4.0),
+            rtol=1e-4,
+        )
+
+    def test_state_follows_hypotheses(self):
+        # The logits depend only on the first generated token, read from the
+        # state. "b" (5) overtakes "a" (4) at step 1, so the beams swap rows:
+        # an ungathered state would mix the two continuations.
+        log_probs = np.full([2, 6], -np.inf)
+        log_probs[0, [4, 5, 1]] = np.log([0.5, 0.4, 0.1])  # step 0
+        log_probs[1, [4, 1]] = np.log([0.6, 0.4])  # after "a"
+        table = tf.constant(np.where(np.isinf(log_probs), -1e30, log_probs))
+        table = tf.cast(table, tf.float32)
+        b_table = tf.constant(
+            [[-1e30, np.log(0.01), -1e30, -1e30, -1e30, np.log(0.99)]]
+        )
+        b_table = tf.cast(b_table, tf.float32)  # after "b": b 0.99
+
+        def logits_fn(ids, step, state, static):
+            del static  # Unused.
+            first = tf.where(step == 1, ids, state["first"])  # [B*K]
+            after = tf.where(
+                (first == 5)[:, None],
+                tf.repeat(b_table, tf.shape(ids)[0], 0),
+                tf.gather(table, tf.ones_like(ids)),
+            )
+            step0 = tf.gather(table, tf.zeros_like(ids))
+            return tf.where(step == 0, step0, after), {"first": first}
+
+        result = beam_search(
+            logits_fn,
+            tf.fill([1], BOS_ID),
+            {"first": tf.zeros([1], tf.int32)},
+            {},
+            vocab_size=6,
+            beam_size=2,
+            max_decode_length=4,
+            eos_id=-1,
+            num_return=2,
+        )
+        self.assertAllEqual(result.ids[0], [[5, 5, 5, 5], [4, 4, 4, 4]])
+        self.assertAllClose(
+            result.scores[0],
+            np.log([0.4 * 0.99**3, 0.5 * 0.6**3]) / penalty(4, 0.6),
+        )
+
+    def test_limit_zero_returns_empty_hypotheses(self):
+        model = PrefixTable(2, max_length=3, seed=5)
+        result = self.search(model, [0, 3], beam_size=2, num_return=2)
+        self.assertAllEqual(result.lengths[0], [0, 0])
+        self.assertAllEqual(result.ids[0], tf.zeros([2, 3], tf.int32))
+        self.assertAllClose(result.scores[0, 0], 0.0)
+        self.assertTrue(np.all(np.isfinite(result.scores.numpy())))
+        self.assertAllEqual(result.lengths[1] > 0, [True, True])
+
+    def test_jit_compile_matches_eager(self):
+        model = PrefixTable(3, max_length=5, seed=6, eos_bias=[1, 0, -1])
+        limits = tf.constant([5, 3, 4])
+        expected = self.search(model, limits, beam_size=4, num_return=2)
+
+        @tf.function(jit_compile=True)
+        def search(limits, alpha):
+            return self.search(
+                model, limits, beam_size=4, alpha=alpha, num_return=2
+            )
+
+        result = search(limits, tf.constant(0.6))
+        self.assertAllEqual(result.ids, expected.ids)
+        self.assertAllEqual(result.lengths, expected.lengths)
+        self.assertAllClose(result.scores, expected.scores)
+
+    def test_xla_never_sorts_the_vocabulary(self):
+        # XLA on CPU lowers a top-k over [B, K*V] to a full sort (~100x
+        # slower for V = 32k); the search must rank per beam instead.
+        vocab_size = 2048
+        embeddings = tf.random.stateless_normal([vocab_size, 16], seed=[1, 2])
+
+        def logits_fn(ids, step, state, static):
+            del step, static  # Unused.
+            hidden = tf.gather(embeddings, ids)  # a model's logits: a matmul
+            return tf.matmul(hidden, embeddings, transpose_b=True), state
+
+        @tf.function(jit_compile=True)
+        def search(limit):
+            ids, state, static = tf.fill([2], BOS_ID), {}, {}
+            return beam_search(
+                logits_fn, ids, state, static, vocab_size, 4, limit
+            )
+
+        hlo = search.experimental_get_compiler_ir(tf.constant(3))(
+            stage="optimized_hlo"
+        )
+        sorts = [line for line in hlo.splitlines() if " sort(" in line]
+        sorted_sizes = [
+            int(size)
+            for line in sorts
+            for size in re.findall(r"(\d+)[,\]]", line.split("sort(")[0])
+        ]
+        self.assertLess(max(sorted_sizes, default=0), vocab_size, sorts)
+
+    def test_graph_without_autograph_and_signature(self):
+        # Keras export traces with autograph off and an unknown batch size.
+        model = PrefixTable(3, max_length=5, seed=8, eos_bias=[1, 0, -1])
+        expected = self.search(model, [5, 2, 4], beam_size=3, num_return=3)
+
+        @tf.function(
+            autograph=False,
+            input_signature=[
+                tf.TensorSpec([None], tf.int32),
+                tf.TensorSpec([None], tf.int32),
+                tf.TensorSpec([], tf.float32),
+            ],
+        )
+        def search(sentences, limits, alpha):
+            return beam_search(
+                model.logits_fn,
+                *model.inputs(sentences),
+                vocab_size=6,
+                beam_size=3,
+                max_decode_length=limits,
+                alpha=alpha,
+                num_return=3,
+            )
+
+        result = search(tf.range(3), tf.constant([5, 2, 4]), tf.constant(0.6))
+        self.assertAllEqual(result.ids, expected.ids)
+        self.assertAllClose(result.scores, expected.scores)
+
+    def test_num_return_larger_than_beam_size_fails(self):
+        model = PrefixTable(1, max_length=2, seed=0)
+        with self.assertRaisesRegex(
+            ValueError,
+            "`num_return` must be at most `beam_size`.*"
+            "Received: num_return=5, beam_size=4",
+        ):
+            self.search(model, 2, beam_size=4, num_return=5)
+
+    @parameterized.named_parameters(
+        {
+            "testcase_name": "beam_size",
+            "error": ValueError,
+            "message": "`beam_size` must be a positive integer. "
+            "Received: beam_size=0",
+            "overrides": {"beam_size": 0},
+        },
+        {
+            "testcase_name": "num_return_float",
+            "error": TypeError,
+            "message": "`num_return` must be a Python int .* "
+            "Received: num_return=1.0",
+            "overrides": {"num_return": 1.0},
+        },
+        {
+            "testcase_name": "negative_limit",
+            "error": ValueError,
+            "message": "`max_decode_length` must be non-negative. "
+            r"Received: max_decode_length=\[2, -1\]",
+            "overrides": {"max_decode_length": [2, -1]},
+        },
+        {
+            "testcase_name": "limit_rank",
+            "error": ValueError,
+            "message": "must be a scalar or a \\[batch\\] vector. "
+            r"Received: max_decode_length.shape=\(1, 2\)",
+            "overrides": {"max_decode_length": [[2, 2]]},
+        },
+        {
+            "testcase_name": "vocab_size",
+            "error": ValueError,
+            "message": r"logits of shape \[rows, vocab_size=5\].*"
+            r"Received: logits.shape=\(2, 6\)",
+            "overrides": {"vocab_size": 5},
+        },
+    )
+    def test_bad_arguments_fail(self, error, message, overrides):
+        model = PrefixTable(2, max_length=2, seed=0)
+        kwargs = {"vocab_size": 6, "beam_size": 1, "max_decode_length": 2}
+        kwargs.update(overrides)
+        with self.assertRaisesRegex(error, message):
+            beam_search(model.logits_fn, *model.inputs(), **kwargs)
+
+    def test_state_that_changes_shape_fails(self):
+        def logits_fn(ids, step, state, static):
+            del step, static  # Unused.
+            grown = tf.concat([state["cache"], state["cache"]], axis=1)
+            return tf.zeros([tf.shape(ids)[0], 6]), {"cache": grown}
+
+        with self.assertRaisesRegex(
+            ValueError,
+            r"keep their shapes.*Received: old shape=\(2, 3\), "
+            r"new shape=\(2, 6\)",
+        ):
+            beam_search(
+                logits_fn,
+                tf.fill([1], BOS_ID),
+                {"cache": tf.zeros([1, 3])},
+                {},
+                vocab_size=6,
+                beam_size=2,
+                max_decode_length=3,
+            )

@@ -1,0 +1,199 @@
+"""Tests of the Translator: tokenizer + model + beam search, in Python."""
+
+import re
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer import TransformerConfig, build_transformer
+from keras_transformer.decoding.translator import Translator
+from keras_transformer.tokens import BOS_ID, EOS_ID
+from tests.data import fixtures
+from tests.test_case import TestCase
+
+MAX_LENGTH = 12
+SENTENCES = ["The cat sleeps on the sofa.", "I like green tea."]
+
+
+def tiny_model(seed=7):
+    """A random 1-layer model over the fixtures' vocabulary."""
+    keras.utils.set_random_seed(seed)
+    config = TransformerConfig.preset(
+        "tiny",
+        vocab_size=fixtures.VOCAB_SIZE,
+        num_layers=1,
+        d_model=32,
+        d_ff=64,
+        num_heads=4,
+        max_length=MAX_LENGTH,
+    )
+    return build_transformer(config)
+
+
+def tiny_translator(beam_size=4, alpha=0.6, length_offset=4, model=None):
+    """A fresh translator over a seeded random model.
+
+    Built inside each test: `tf.random.set_seed` (which the TestCase's
+    `setUp` calls) destroys sentencepiece resources created before it.
+    """
+    model = tiny_model() if model is None else model
+    return Translator(
+        model,
+        fixtures.tokenizer(),
+        beam_size=beam_size,
+        alpha=alpha,
+        length_offset=length_offset,
+    )
+
+
+def numpy(results):
+    return {key: value.numpy() for key, value in results.items()}
+
+
+class TranslatorTest(TestCase):
+    def test_beam_one_equals_greedy_full_forward_passes(self):
+        # Beam 1 with alpha 0 is greedy search; its incremental decoding
+        # (caches) must pick the arg-max of full forward passes.
+        translator = tiny_translator(beam_size=1, alpha=0.0)
+        model = translator.model
+        source = np.array([[5, 9, 17, 30, EOS_ID]], "int32")
+        result = numpy(translator.translate_ids(tf.constant(source)))
+        target = [BOS_ID]
+        for _ in range(4 + 4):  # 4 tokens + length_offset
+            logits = model(
+                {"source_ids": source, "target_ids": np.array([target])}
+            )
+            target.append(int(np.argmax(logits[0, -1])))
+            if target[-1] == EOS_ID:
+                break
+        expected = target[1:]
+        self.assertEqual(result["lengths"][0], len(expected))
+        self.assertAllEqual(result["output_ids"][0, : len(expected)], expected)
+
+    def test_translate_equals_translate_ids_on_tokenized_input(self):
+        translator = tiny_translator()
+        strings = tf.constant(SENTENCES)
+        text = numpy(translator.translate(strings))
+        pieces = translator.tokenizer.tokenize(strings).to_tensor()
+        ids = numpy(translator.translate_ids(pieces))
+        self.assertAllClose(text["scores"], ids["scores"], atol=1e-5)
+        self.assertAllEqual(
+            text["outputs"],
+            translator.tokenizer.detokenize(ids["output_ids"]).numpy(),
+        )
+        # A final EOS and extra padding on the ids change nothing.
+        eos = tf.concat([pieces, tf.fill([2, 1], EOS_ID)], axis=1)
+        eos = tf.pad(eos, [[0, 0], [0, 3]])
+        self.assertAllClose(
+            numpy(translator.translate_ids(eos))["scores"], ids["scores"]
+        )
+
+    def test_overlong_input_is_truncated_and_flagged(self):
+        translator = tiny_translator()
+        long = "The cat sleeps on the sofa and the dog barks at the postman."
+        result = numpy(translator.translate(tf.constant([long, "Hi"])))
+        self.assertAllEqual(result["truncated"], [True, False])
+        # The translation is that of the first max_input_length tokens.
+        pieces = translator.tokenizer.tokenize(tf.constant([long]))
+        self.assertGreater(pieces.row_lengths()[0], MAX_LENGTH - 1)
+        kept = pieces[:, : translator.max_input_length].to_tensor()
+        ids = numpy(translator.translate_ids(kept))
+        self.assertAllClose(result["scores"][:1], ids["scores"], atol=1e-5)
+        self.assertFalse(ids["truncated"][0])
+
+    def test_empty_and_invalid_utf8_inputs_are_reported(self):
+        translator = tiny_translator()
+        bad = b"Hi \xff\xfe there"
+        result = numpy(
+            translator.translate(tf.constant([b"", b"   ", bad, b"Hi"]))
+        )
+        # Empty input: empty output, score 0.
+        self.assertAllEqual(result["outputs"][:2], [b"", b""])
+        self.assertAllEqual(result["scores"][:2], [0.0, 0.0])
+        self.assertLess(result["scores"][3], 0.0)
+        # Invalid UTF-8: translated with U+FFFD replacements, flagged.
+        self.assertAllEqual(result["invalid_utf8"], [False, False, True, False])
+        fixed = "Hi \ufffd\ufffd there"
+        expected = numpy(translator.translate(tf.constant([fixed])))
+        self.assertEqual(result["outputs"][2], expected["outputs"][0])
+        self.assertAllClose(result["scores"][2], expected["scores"][0])
+        self.assertFalse(expected["invalid_utf8"][0])
+
+    def test_batch_of_one_and_large_batch_agree(self):
+        translator = tiny_translator()
+        many = [fixtures.PAIRS[i % 24][0] for i in range(48)]
+        batch = numpy(translator.translate(tf.constant(many)))
+        self.assertEqual(batch["outputs"].shape, (48,))
+        for index in (0, 5, 47):
+            alone = numpy(translator.translate(tf.constant([many[index]])))
+            self.assertEqual(alone["outputs"][0], batch["outputs"][index])
+            self.assertAllClose(
+                alone["scores"][0], batch["scores"][index], atol=1e-4
+            )
+
+    def test_options_return_sorted_n_best_led_by_the_default(self):
+        translator = tiny_translator()
+        strings = tf.constant(SENTENCES)
+        best = numpy(translator.translate(strings))
+        n_best = numpy(translator.translate_with_options(strings, 0.6, 4, 3))
+        self.assertEqual(n_best["outputs"].shape, (2, 3))
+        self.assertAllEqual(n_best["outputs"][:, 0], best["outputs"])
+        self.assertAllClose(n_best["scores"][:, 0], best["scores"])
+        self.assertAllGreaterEqual(
+            n_best["scores"][:, :-1] - n_best["scores"][:, 1:], 0.0
+        )
+
+    def test_request_options_equal_export_time_settings(self):
+        settings = ((1.5, 4), (0.6, 0))
+        models = [tiny_model() for _ in range(len(settings) + 1)]
+        translator = tiny_translator(model=models[-1])
+        strings = tf.constant(SENTENCES)
+        for (alpha, offset), model in zip(settings, models):
+            fixed = tiny_translator(
+                alpha=alpha, length_offset=offset, model=model
+            )
+            expected = numpy(fixed.translate(strings))
+            result = numpy(
+                translator.translate_with_options(strings, alpha, offset, 1)
+            )
+            self.assertAllEqual(result["outputs"][:, 0], expected["outputs"])
+            self.assertAllClose(
+                result["scores"][:, 0], expected["scores"], atol=1e-5
+            )
+        # Offset 0: no output is longer than its input (paper: input + 50).
+        pieces = fixed.tokenizer.tokenize(strings)
+        lengths = fixed.translate_ids(pieces.to_tensor())["lengths"]
+        self.assertAllLessEqual(
+            lengths.numpy() - pieces.row_lengths().numpy(), 0
+        )
+
+    def test_options_out_of_range_name_the_option(self):
+        translator = tiny_translator()
+        strings = tf.constant(["Hi"])
+        for args, message in (
+            ((0.6, 4, 5), "`num_hypotheses` must be in [1, 4]"),
+            ((0.6, 4, 0), "Received: num_hypotheses="),
+            ((-1.0, 4, 1), "`alpha` must be non-negative. Received: alpha="),
+            ((0.6, -2, 1), "Received: length_offset="),
+        ):
+            with self.assertRaisesRegex(
+                tf.errors.InvalidArgumentError, re.escape(message)
+            ):
+                translator.translate_with_options(strings, *args)
+
+    def test_constructor_checks(self):
+        model = tiny_model()
+        tokenizer = fixtures.tokenizer()
+        for kwargs, message in (
+            ({"beam_size": 0}, "Received: beam_size=0"),
+            ({"alpha": -0.5}, "Received: alpha=-0.5"),
+            ({"length_offset": -1}, "Received: length_offset=-1"),
+        ):
+            with self.assertRaisesRegex(ValueError, re.escape(message)):
+                Translator(model, tokenizer, **kwargs)
+        other = build_transformer(model.config.replace(vocab_size=100))
+        with self.assertRaisesRegex(
+            ValueError, "share one vocabulary.*model.config.vocab_size=100"
+        ):
+            Translator(other, tokenizer)

@@ -1,0 +1,142 @@
+"""Tests of the export command `export/export_model.py`."""
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from keras_transformer import serving
+from keras_transformer.decoding.translator import Translator
+from tests.data import fixtures
+from tests.decoding.test_translator import tiny_model
+from tests.test_case import TestCase
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BINARY = os.path.join(ROOT, "export", "export_model.py")
+SENTENCES = ["The cat sleeps on the sofa.", "I like green tea."]
+
+
+def load_binary():
+    """Imports the command as a module (its flags are defined only in main)."""
+    spec = importlib.util.spec_from_file_location("export_model", BINARY)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def export(**overrides):
+    """Calls the command's `export` with default flag values."""
+    arguments = {
+        "model_dir": None,
+        "checkpoints": [],
+        "vocab": None,
+        "export_dir": "/nonexistent/export",
+        "model_name": "m",
+        "version": 1,
+        "beam_size": 4,
+        "alpha": 0.6,
+        "length_offset": 50,
+        "overwrite": False,
+    }
+    arguments.update(overrides)
+    return load_binary().export(**arguments)
+
+
+def write_model_dir(test, seed=7):
+    """A training output folder: model.keras and the vocabulary."""
+    model_dir = fixtures.tempdir(test)
+    model = tiny_model(seed)
+    model.save(os.path.join(model_dir, "model.keras"))
+    shutil.copy(fixtures.model_path(), os.path.join(model_dir, "bpe.model"))
+    return model_dir, model
+
+
+class ExportBinaryTest(TestCase):
+    @pytest.mark.slow
+    def test_command_writes_a_tf_serving_version_that_translates(self):
+        model_dir, model = write_model_dir(self)
+        export_dir = fixtures.tempdir(self)
+        command = [
+            sys.executable,
+            BINARY,
+            f"--model_dir={model_dir}",
+            f"--export_dir={export_dir}",
+            "--model_name=en_de",
+            "--version=2",
+            "--length_offset=4",
+        ]
+        env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+        result = subprocess.run(
+            command,
+            check=False,
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+            cwd=fixtures.tempdir(self),
+        )
+        self.assertEqual(result.returncode, 0, result.stderr[-3000:])
+        path = os.path.join(export_dir, "en_de", "2")
+        self.assertIn(f"Exported {path}", result.stdout)
+        self.assertEqual(os.listdir(os.path.join(export_dir, "en_de")), ["2"])
+        self.assertTrue(os.path.exists(os.path.join(path, "saved_model.pb")))
+        # Bound tf.functions hold their module weakly: keep a reference.
+        translator = Translator(model, fixtures.tokenizer(), length_offset=4)
+        expected = translator.translate(tf.constant(SENTENCES))
+        loaded = serving.load_exported(path)
+        served = loaded.signatures["serving_default"](
+            inputs=tf.constant(SENTENCES)
+        )
+        self.assertAllEqual(served["outputs"], expected["outputs"])
+        self.assertAllClose(served["scores"], expected["scores"])
+
+    def test_export_needs_a_model(self):
+        with self.assertRaisesRegex(
+            ValueError,
+            re.escape(
+                "Pass --model_dir (holding model.keras) or --checkpoint PATH. "
+                "Received: model_dir=None, checkpoint=[]"
+            ),
+        ):
+            export()
+
+    def test_export_needs_a_vocabulary(self):
+        with self.assertRaisesRegex(
+            ValueError, re.escape("Received: vocab=None, model_dir=None")
+        ):
+            export(checkpoints=["a.keras"])
+        empty = fixtures.tempdir(self)
+        with self.assertRaisesRegex(
+            FileNotFoundError, re.escape(f"Received: model_dir={empty}")
+        ):
+            export(model_dir=empty)
+
+    def test_missing_model_file_is_named(self):
+        model_dir = fixtures.tempdir(self)
+        shutil.copy(fixtures.model_path(), os.path.join(model_dir, "v.model"))
+        missing = os.path.join(model_dir, "model.keras")
+        with self.assertRaisesRegex(
+            FileNotFoundError, re.escape(f"Received: path={missing}")
+        ):
+            export(model_dir=model_dir)
+
+    def test_existing_version_is_refused_before_loading(self):
+        model_dir = fixtures.tempdir(self)
+        os.makedirs(os.path.join(model_dir, "m", "1"))
+        with self.assertRaisesRegex(
+            FileExistsError,
+            re.escape(
+                "choose a new `version` or pass overwrite=True (--overwrite). "
+                f"Received: path={os.path.join(model_dir, 'm', '1')}"
+            ),
+        ):
+            export(
+                checkpoints=["missing.keras"],
+                vocab="v.model",
+                export_dir=model_dir,
+            )

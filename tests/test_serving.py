@@ -1,0 +1,256 @@
+"""Tests of the SavedModel export: it serves without keras_transformer."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer import serving
+from keras_transformer.decoding.translator import Translator
+from tests.data import fixtures
+from tests.decoding.test_translator import tiny_model
+from tests.test_case import TestCase
+
+SENTENCES = ["The cat sleeps on the sofa.", "", "I like green tea."]
+IDS = [[30, 41, 52, 3], [60, 3, 0, 0]]
+
+# Runs in a fresh interpreter: only tensorflow and tensorflow_text.
+LOAD_AND_TRANSLATE = """
+import importlib.util, json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401
+path, sentences, ids = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
+loaded = tf.saved_model.load(path)
+text = loaded.signatures["serving_default"](inputs=tf.constant(sentences))
+by_ids = loaded.signatures["translate_ids"](
+    source_ids=tf.constant(json.loads(ids), tf.int32))
+n_best = loaded.signatures["translate_with_options"](
+    inputs=tf.constant(sentences), alpha=tf.constant(0.6),
+    length_offset=tf.constant(4), num_hypotheses=tf.constant(2))
+print(json.dumps({
+    "outputs": [s.decode() for s in text["outputs"].numpy()],
+    "scores": text["scores"].numpy().tolist(),
+    "output_ids": by_ids["output_ids"].numpy().tolist(),
+    "n_best": [[s.decode() for s in r] for r in n_best["outputs"].numpy()],
+    "importable": importlib.util.find_spec("keras_transformer") is not None,
+    "imported": "keras_transformer" in sys.modules,
+}))
+"""
+
+SAVED_MODEL_CLI = (
+    "import sys, tensorflow_text\n"
+    "from tensorflow.python.tools import saved_model_cli\n"
+    "sys.argv[0] = 'saved_model_cli'\n"
+    "saved_model_cli.main()\n"
+)
+
+
+def run(args):
+    """Runs a command outside the repository, so it cannot import it."""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("PYTHONPATH", None)
+    result = subprocess.run(
+        args,
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=tempfile.gettempdir(),
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"{args[:3]} failed:\n{result.stderr[-3000:]}")
+    return result.stdout
+
+
+@pytest.mark.slow
+class ExportTest(TestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.base_dir = tempfile.mkdtemp()
+        model = tiny_model()
+        # A trained model carries an optimizer; the export must not.
+        model.compile(optimizer="adam", loss="mse")
+        model.optimizer.build(model.trainable_variables)
+        cls.num_weights = len(model.weights)
+        translator = Translator(model, fixtures.tokenizer(), length_offset=4)
+        text = translator.translate(tf.constant(SENTENCES))
+        cls.expected = {
+            "outputs": [s.decode() for s in text["outputs"].numpy()],
+            "scores": text["scores"].numpy(),
+            "output_ids": translator.translate_ids(tf.constant(IDS))[
+                "output_ids"
+            ].numpy(),
+            "n_best": translator.translate_with_options(
+                tf.constant(SENTENCES), 0.6, 4, 2
+            )["outputs"].numpy(),
+        }
+        cls.path = serving.export_translator(
+            translator, serving.serving_path(cls.base_dir, "tiny", 1)
+        )
+
+    @classmethod
+    def tearDownClass(cls):
+        tf.io.gfile.rmtree(cls.base_dir)
+        super().tearDownClass()
+
+    def test_fresh_process_with_only_tf_and_tf_text_translates(self):
+        output = run(
+            [
+                sys.executable,
+                "-c",
+                LOAD_AND_TRANSLATE,
+                self.path,
+                json.dumps(SENTENCES),
+                json.dumps(IDS),
+            ]
+        )
+        result = json.loads(output.strip().splitlines()[-1])
+        # The project cannot even be imported there (`tensorflow` itself
+        # imports keras, so only the project's absence is checked).
+        self.assertFalse(result["importable"])
+        self.assertFalse(result["imported"])
+        self.assertEqual(result["outputs"], self.expected["outputs"])
+        self.assertAllClose(result["scores"], self.expected["scores"])
+        self.assertAllEqual(result["output_ids"], self.expected["output_ids"])
+        self.assertEqual(
+            result["n_best"],
+            [[s.decode() for s in row] for row in self.expected["n_best"]],
+        )
+
+    def test_saved_model_cli_shows_the_three_signatures(self):
+        output = run(["saved_model_cli", "show", "--dir", self.path, "--all"])
+        for name, inputs in (
+            ("serving_default", ["inputs"]),
+            ("translate_ids", ["source_ids"]),
+            (
+                "translate_with_options",
+                ["alpha", "inputs", "length_offset", "num_hypotheses"],
+            ),
+        ):
+            block = output.split(f"signature_def['{name}']")[1]
+            block = block.split("signature_def[")[0]
+            self.assertEqual(re.findall(r"inputs\['(\w+)'\]", block), inputs)
+        default = output.split("signature_def['serving_default']")[1]
+        self.assertIn("outputs['outputs']", default)
+        self.assertIn("outputs['scores']", default)
+
+    def test_saved_model_cli_run_translates(self):
+        sentences = json.dumps(SENTENCES)
+        output = run(
+            [
+                sys.executable,
+                "-c",
+                SAVED_MODEL_CLI,
+                "run",
+                "--dir",
+                self.path,
+                "--tag_set",
+                "serve",
+                "--signature_def",
+                "serving_default",
+                "--input_exprs",
+                f"inputs={sentences}",
+            ]
+        )
+        printed = output.split("Result for output key outputs:")[1]
+        printed = printed.split("Result for output key")[0]
+        for sentence in self.expected["outputs"]:
+            self.assertIn(repr(sentence.encode()), printed)
+
+    def test_export_holds_the_model_weights_and_no_optimizer(self):
+        names = [
+            name
+            for name, _ in tf.train.list_variables(
+                os.path.join(self.path, "variables", "variables")
+            )
+            if name.endswith("VARIABLE_VALUE")
+        ]
+        self.assertLen(names, self.num_weights)
+        self.assertFalse([name for name in names if "optimizer" in name])
+        loaded = serving.load_exported(self.path)
+        text = loaded.translate(tf.constant(SENTENCES))
+        self.assertAllClose(text["scores"], self.expected["scores"])
+
+    def test_existing_version_is_not_overwritten(self):
+        with self.assertRaisesRegex(
+            FileExistsError,
+            re.escape(
+                f"choose a new `version` or pass overwrite=True "
+                f"(--overwrite). Received: path={self.path}"
+            ),
+        ):
+            serving.export_translator(None, self.path)
+
+
+class ServingHelpersTest(TestCase):
+    def test_serving_path_is_the_tf_serving_layout(self):
+        self.assertEqual(
+            serving.serving_path("/models", "en_de", 3), "/models/en_de/3"
+        )
+
+    def test_serving_path_checks(self):
+        for args, message in (
+            (("/m", "en_de", 0), "Received: version=0"),
+            (("/m", "en_de", "1"), "Received: version='1'"),
+            (("/m", "a/b", 1), "Received: model_name='a/b'"),
+            (("/m", "", 1), "Received: model_name=''"),
+        ):
+            with self.assertRaisesRegex(ValueError, re.escape(message)):
+                serving.serving_path(*args)
+
+    def test_find_vocab_takes_the_first_model_file(self):
+        folder = fixtures.tempdir(self)
+        for name in ("b.model", "a.model", "c.vocab"):
+            fixtures.write(os.path.join(folder, name), "x")
+        self.assertEqual(
+            serving.find_vocab(folder), os.path.join(folder, "a.model")
+        )
+        empty = fixtures.tempdir(self)
+        with self.assertRaisesRegex(
+            FileNotFoundError,
+            re.escape(f"pass --vocab PATH. Received: model_dir={empty}"),
+        ):
+            serving.find_vocab(empty)
+
+    def test_load_model_checks(self):
+        folder = fixtures.tempdir(self)
+        missing = os.path.join(folder, "missing.keras")
+        with self.assertRaisesRegex(
+            FileNotFoundError, re.escape(f"Received: path={missing}")
+        ):
+            serving.load_model(missing)
+        other = os.path.join(folder, "other.keras")
+        keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]).save(other)
+        with self.assertRaisesRegex(TypeError, re.escape("type=Sequential")):
+            serving.load_model(other)
+        with self.assertRaisesRegex(ValueError, "Received: paths=\\[\\]"):
+            serving.average_models([])
+
+    def test_average_models_averages_every_weight(self):
+        folder = fixtures.tempdir(self)
+        first, second = tiny_model(seed=1), tiny_model(seed=2)
+        paths = [os.path.join(folder, f"{i}.keras") for i in (1, 2)]
+        first.save(paths[0])
+        second.save(paths[1])
+        averaged = serving.average_models(paths)
+        for got, a, b in zip(
+            averaged.get_weights(), first.get_weights(), second.get_weights()
+        ):
+            self.assertAllClose(got, (a + b) / 2)
+        self.assertIsNot(averaged, first)
+        self.assertAllClose(
+            serving.average_models(paths[:1]).get_weights()[0],
+            first.get_weights()[0],
+        )
+        self.assertTrue(
+            np.any(first.get_weights()[0] != averaged.get_weights()[0])
+        )
