@@ -27,6 +27,7 @@ setuptools.setup(
         "sacrebleu>=2.4,<3",
         "sacremoses>=0.1,<1",
         "absl-py>=2.1,<3",
+        "tensorboard>=2.21,<2.22",
         "numpy>=1.26,<3",
         "matplotlib>=3.8,<4",
     ],

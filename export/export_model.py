@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from keras_transformer import serving
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.decoding import translator as translator_lib
+from keras_transformer.training import averaging
 
 FLAGS = flags.FLAGS
 
@@ -132,7 +133,7 @@ def export(
         vocab = serving.find_vocab(model_dir)
     path = serving.serving_path(export_dir, model_name, version)
     serving.check_export_path(path, overwrite)  # before the slow loading
-    model = serving.average_models(checkpoints)
+    model = averaging.average_models(checkpoints)
     translator = translator_lib.Translator(
         model,
         SubwordTokenizer.from_file(vocab),

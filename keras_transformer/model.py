@@ -238,6 +238,15 @@ class Transformer(keras.Model):
             return self.target_embedding(hidden, reverse=True)
         return ops.cast(self.output_projection(hidden), "float32")
 
+    def train_step(self, data):
+        """Keras's step, or the per-replica XLA step when
+        `replica_jit_compile` is set (see `training/replica_xla.py`)."""
+        if getattr(self, "replica_jit_compile", False):
+            from keras_transformer.training import replica_xla
+
+            return replica_xla.train_step(self, data)
+        return super().train_step(data)
+
     def get_config(self):
         return {"config": self.config.to_dict(), "name": self.name}
 

@@ -5,7 +5,6 @@ import os
 import re
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from keras_transformer.model import Transformer
@@ -146,45 +145,6 @@ def load_model(path: str) -> Transformer:
             "`build_transformer`). "
             f"Received: path={path}, type={type(model).__name__}"
         )
-    return model
-
-
-def average_models(paths: list[str]) -> Transformer:
-    """Loads checkpoints and averages their weights (paper, section 6.1).
-
-    Args:
-        paths: `.keras` files of one model at different steps, e.g. the last
-            5 (base) or 20 (big) checkpoints.
-
-    Returns:
-        The first model with every weight replaced by the mean over `paths`.
-
-    Raises:
-        ValueError: if `paths` is empty or the checkpoints' configs differ.
-    """
-    if not paths:
-        raise ValueError(
-            "`paths` must name at least one `.keras` checkpoint. "
-            f"Received: paths={paths!r}"
-        )
-    model = load_model(paths[0])
-    total = [np.asarray(w, np.float64) for w in model.get_weights()]
-    for path in paths[1:]:
-        other = load_model(path)
-        if other.config != model.config:
-            raise ValueError(
-                "Averaged checkpoints must share one model config; pass "
-                "checkpoints of one training run. "
-                f"Received: paths[0]={paths[0]}, path={path}"
-            )
-        for index, weight in enumerate(other.get_weights()):
-            total[index] += weight
-    model.set_weights(
-        [
-            (t / len(paths)).astype(w.dtype)
-            for t, w in zip(total, model.get_weights())
-        ]
-    )
     return model
 
 

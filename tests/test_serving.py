@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from keras_transformer import serving
 from keras_transformer.decoding.translator import Translator
+from keras_transformer.training import averaging
 from tests.data import fixtures
 from tests.decoding.test_translator import tiny_model
 from tests.test_case import TestCase
@@ -233,7 +234,7 @@ class ServingHelpersTest(TestCase):
         with self.assertRaisesRegex(TypeError, re.escape("type=Sequential")):
             serving.load_model(other)
         with self.assertRaisesRegex(ValueError, "Received: paths=\\[\\]"):
-            serving.average_models([])
+            averaging.average_models([])
 
     def test_average_models_averages_every_weight(self):
         folder = fixtures.tempdir(self)
@@ -241,14 +242,14 @@ class ServingHelpersTest(TestCase):
         paths = [os.path.join(folder, f"{i}.keras") for i in (1, 2)]
         first.save(paths[0])
         second.save(paths[1])
-        averaged = serving.average_models(paths)
+        averaged = averaging.average_models(paths)
         for got, a, b in zip(
             averaged.get_weights(), first.get_weights(), second.get_weights()
         ):
             self.assertAllClose(got, (a + b) / 2)
         self.assertIsNot(averaged, first)
         self.assertAllClose(
-            serving.average_models(paths[:1]).get_weights()[0],
+            averaging.average_models(paths[:1]).get_weights()[0],
             first.get_weights()[0],
         )
         self.assertTrue(

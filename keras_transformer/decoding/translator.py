@@ -291,3 +291,34 @@ class Translator(tf.Module):
             num_return=num_return,
         )
         return result.ids, result.scores, result.lengths, truncated
+
+
+def translate_texts(translate_fn, sentences, batch_size: int = 32):
+    """Translates a list of sentences in batches of similar length.
+
+    Sorting by length keeps padding (and the beam's maximum length) small
+    per batch; the translations come back in the input order.
+
+    Args:
+        translate_fn: a function from `tf.string` [B] to a dict with
+            `outputs` `tf.string` [B], e.g. `Translator.translate` or the
+            `serving_default` signature of an export.
+        sentences: the sentences (`str`).
+        batch_size: sentences per call.
+
+    Returns:
+        The translations, `list[str]`, in the order of `sentences`.
+    """
+    if batch_size < 1:
+        raise ValueError(
+            f"`batch_size` must be positive. Received: batch_size={batch_size}"
+        )
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    translations = [""] * len(sentences)
+    for start in range(0, len(order), batch_size):
+        indices = order[start : start + batch_size]
+        batch = tf.constant([sentences[i] for i in indices], tf.string)
+        outputs = translate_fn(inputs=batch)["outputs"].numpy()
+        for index, output in zip(indices, outputs):
+            translations[index] = output.decode("utf-8")
+    return translations

@@ -72,9 +72,39 @@ class Perplexity(_MaskedTokenMean):
         super().__init__(pad_id=pad_id, name=name, **kwargs)
 
     def token_values(self, labels, logits):
-        return ops.sparse_categorical_crossentropy(
-            labels, logits, from_logits=True
-        )
+        return ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
 
     def result(self):
         return ops.exp(self.total / ops.maximum(self.count, 1.0))
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class TargetTokenCount(keras.metrics.Metric):
+    """Number of real (non-padding) target tokens seen since the last reset.
+
+    Summed over replicas under `tf.distribute`, so it counts the global
+    batches; `callbacks.ThroughputLogger` turns it into tokens per second.
+
+    Args:
+        pad_id: label id that is not counted.
+        name: metric name.
+    """
+
+    def __init__(self, pad_id=tokens.PAD_ID, name="target_tokens", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.pad_id = pad_id
+        self.count = self.add_variable((), initializer="zeros", name="count")
+
+    def update_state(self, y_true, y_pred, sample_weight=None):
+        del y_pred, sample_weight  # Counts labels only.
+        real = ops.not_equal(ops.cast(y_true, "int32"), self.pad_id)
+        self.count.assign_add(ops.sum(ops.cast(real, "float32")))
+
+    def result(self):
+        return self.count
+
+    def reset_state(self):
+        self.count.assign(0.0)
+
+    def get_config(self):
+        return {"name": self.name, "pad_id": self.pad_id, "dtype": self.dtype}

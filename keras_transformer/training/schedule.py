@@ -31,8 +31,7 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         for name, value in (("d_model", d_model), ("warmup_steps", warmup_steps)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(
-                    f"`{name}` must be a positive integer. "
-                    f"Received: {name}={value!r}"
+                    f"`{name}` must be a positive integer. Received: {name}={value!r}"
                 )
         if scale <= 0:
             raise ValueError(f"`scale` must be positive. Received: scale={scale}")
@@ -58,8 +57,13 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
 
 def transformer_optimizer(
-    d_model, warmup_steps=4000, scale=1.0, beta_1=0.9, beta_2=0.98,
-    epsilon=1e-9, **kwargs
+    d_model,
+    warmup_steps=4000,
+    scale=1.0,
+    beta_1=0.9,
+    beta_2=0.98,
+    epsilon=1e-9,
+    **kwargs,
 ):
     """Adam with the paper's settings (section 5.3) on `TransformerSchedule`.
 

@@ -1,0 +1,241 @@
+r"""Trains a Transformer: absl flags -> `trainer.run_training`.
+
+  python train.py --preset=base --data=tfds:wmt14_translate/de-en \
+      --src_lang=en --tgt_lang=de --model_dir=runs/base \
+      --strategy=mirrored --num_gpus=8
+
+Rerun the same command after a crash to resume. `--helpfull` lists every
+flag. Any field of the model config can be overridden with `--override`,
+e.g. `--override=dropout=0.3,num_layers=4`.
+"""
+
+import dataclasses
+import sys
+
+from absl import app, flags
+
+from keras_transformer.config import PRESETS, TransformerConfig
+from keras_transformer.training import distribution
+
+FLAGS = flags.FLAGS
+
+
+def define_flags(flag_values=FLAGS):
+    """Defines the training flags on `flag_values`."""
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_enum(
+        "preset",
+        "base",
+        sorted(PRESETS),
+        "Model preset (the paper's base/big, Table 3 rows, tiny).",
+        **fv,
+    )
+    flags.DEFINE_list(
+        "override", [], "Model config fields, e.g. dropout=0.3,num_layers=4.", **fv
+    )
+    flags.DEFINE_float("dropout", None, "P_drop (default: the preset's).", **fv)
+    flags.DEFINE_float("label_smoothing", None, "eps_ls (default: the preset's).", **fv)
+    flags.DEFINE_string(
+        "data",
+        "demo",
+        "demo | text:PREFIX (PREFIX.SRC, "
+        "PREFIX.TGT) | tsv:PATH | tfds:wmt14_translate/de-en"
+        " (either direction).",
+        **fv,
+    )
+    flags.DEFINE_string("src_lang", "en", "Source language code.", **fv)
+    flags.DEFINE_string("tgt_lang", "de", "Target language code.", **fv)
+    flags.DEFINE_string("data_dir", None, "TFDS data directory.", **fv)
+    flags.DEFINE_integer(
+        "vocab_size",
+        None,
+        "Shared subword vocabulary size (default 37000 en-de, 32000 en-fr, 2000 demo).",
+        lower_bound=8,
+        **fv,
+    )
+    flags.DEFINE_integer(
+        "batch_tokens",
+        25000,
+        "Source (and target) tokens per global batch (paper: ~25000).",
+        lower_bound=1,
+        **fv,
+    )
+    flags.DEFINE_integer(
+        "train_steps",
+        100000,
+        "Optimizer steps (paper: 100k base, 300k big).",
+        lower_bound=1,
+        **fv,
+    )
+    flags.DEFINE_integer(
+        "warmup_steps",
+        4000,
+        "Learning-rate warmup steps (paper: 4000).",
+        lower_bound=1,
+        **fv,
+    )
+    flags.DEFINE_float(
+        "learning_rate_scale",
+        1.0,
+        "Factor on the paper's learning rate (Eq. 3).",
+        lower_bound=0.0,
+        **fv,
+    )
+    flags.DEFINE_integer(
+        "steps_per_checkpoint",
+        1000,
+        "Steps between checkpoints and logs.",
+        lower_bound=1,
+        **fv,
+    )
+    flags.DEFINE_integer(
+        "keep_checkpoints",
+        5,
+        "Checkpoints kept (paper averages the last 5 base, 20 big).",
+        lower_bound=1,
+        **fv,
+    )
+    flags.DEFINE_integer(
+        "bleu_every_steps",
+        0,
+        "Dev BLEU every N steps (0: at the end only).",
+        lower_bound=0,
+        **fv,
+    )
+    flags.DEFINE_integer(
+        "bleu_max_sentences",
+        500,
+        "Dev sentences for BLEU (0: no BLEU).",
+        lower_bound=0,
+        **fv,
+    )
+    flags.DEFINE_string(
+        "model_dir", None, "Output directory; rerun with the same one to resume.", **fv
+    )
+    flags.DEFINE_enum(
+        "strategy",
+        "default",
+        distribution.STRATEGIES,
+        "tf.distribute strategy; multi_worker reads TF_CONFIG.",
+        **fv,
+    )
+    flags.DEFINE_integer(
+        "num_gpus", 0, "GPUs for --strategy=mirrored (0: all).", lower_bound=0, **fv
+    )
+    flags.DEFINE_enum(
+        "mixed_precision",
+        "float32",
+        distribution.PRECISIONS,
+        "Compute precision (mixed_float16 adds loss scaling).",
+        **fv,
+    )
+    flags.DEFINE_bool(
+        "jit_compile",
+        True,
+        "XLA-compile the training step (also under tf.distribute).",
+        **fv,
+    )
+    flags.DEFINE_integer("seed", 0, "Random seed.", **fv)
+    flags.mark_flag_as_required("model_dir", **fv)
+    flags.register_multi_flags_validator(
+        ["train_steps", "steps_per_checkpoint"],
+        lambda f: f["train_steps"] % f["steps_per_checkpoint"] == 0,
+        "--train_steps must be a multiple of --steps_per_checkpoint.",
+        **fv,
+    )
+    flags.register_multi_flags_validator(
+        ["bleu_every_steps", "steps_per_checkpoint"],
+        lambda f: f["bleu_every_steps"] % f["steps_per_checkpoint"] == 0,
+        "--bleu_every_steps must be a multiple of --steps_per_checkpoint.",
+        **fv,
+    )
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """`["dropout=0.3", "num_layers=4"]` -> typed config overrides.
+
+    Raises:
+        ValueError: for a malformed item, an unknown field or a bad value.
+    """
+    fields = {f.name: f for f in dataclasses.fields(TransformerConfig)}
+    overrides = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or name not in fields:
+            raise ValueError(
+                "--override items are FIELD=VALUE with FIELD one of "
+                f"{', '.join(fields)}. Received: override={item!r}"
+            )
+        default = getattr(TransformerConfig.preset("tiny"), name)
+        kind = type(default) if default is not None else int
+        try:
+            overrides[name] = (
+                kind(text)
+                if kind is not bool
+                else (text.lower() in ("1", "true", "yes"))
+            )
+        except ValueError:
+            raise ValueError(
+                f"--override {name} needs a {kind.__name__} value. "
+                f"Received: override={item!r}"
+            ) from None
+    return overrides
+
+
+def config_from_flags(flag_values=FLAGS) -> TransformerConfig:
+    """The model config of the preset with the flag overrides applied."""
+    overrides = parse_overrides(flag_values.override)
+    for name in ("dropout", "label_smoothing"):
+        if flag_values[name].value is not None:
+            overrides[name] = flag_values[name].value
+    return TransformerConfig.preset(flag_values.preset, **overrides)
+
+
+def main(argv):
+    if len(argv) > 1:
+        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    from keras_transformer.training import trainer
+
+    try:
+        config = config_from_flags()
+        result = trainer.run_training(
+            config,
+            data=FLAGS.data,
+            src_lang=FLAGS.src_lang,
+            tgt_lang=FLAGS.tgt_lang,
+            model_dir=FLAGS.model_dir,
+            train_steps=FLAGS.train_steps,
+            warmup_steps=FLAGS.warmup_steps,
+            batch_tokens=FLAGS.batch_tokens,
+            vocab_size=FLAGS.vocab_size,
+            learning_rate_scale=FLAGS.learning_rate_scale,
+            steps_per_checkpoint=FLAGS.steps_per_checkpoint,
+            keep_checkpoints=FLAGS.keep_checkpoints,
+            bleu_every_steps=FLAGS.bleu_every_steps,
+            bleu_max_sentences=FLAGS.bleu_max_sentences,
+            strategy=FLAGS.strategy,
+            num_gpus=FLAGS.num_gpus,
+            mixed_precision=FLAGS.mixed_precision,
+            jit_compile=FLAGS.jit_compile,
+            seed=FLAGS.seed,
+            data_dir=FLAGS.data_dir,
+        )
+    except (ValueError, FileNotFoundError, FloatingPointError) as error:
+        # User errors: one line, no TensorFlow traceback.
+        print(f"train.py: error: {error}", file=sys.stderr)
+        return 1
+    print(f"Trained to step {result.step}: {result.model_path}")
+    if result.dev_bleu is not None:
+        print(f"Dev BLEU: {result.dev_bleu:.2f}")
+    print(f"TensorBoard: tensorboard --logdir={result.log_dir}")
+    return 0
+
+
+def run():
+    """Entry point of `python -m keras_transformer.train` and `train.py`."""
+    define_flags()
+    app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -1,0 +1,75 @@
+"""Checkpoint averaging, as the paper's section 6.1 does for its results."""
+
+import os
+
+import numpy as np
+
+from keras_transformer.model import Transformer
+from keras_transformer.serving import load_model
+from keras_transformer.training.callbacks import list_checkpoints
+
+
+def average_models(paths: list[str]) -> Transformer:
+    """Loads checkpoints and averages their weights (paper, section 6.1).
+
+    Args:
+        paths: `.keras` files of one model at different steps, e.g. the last
+            5 (base) or 20 (big) checkpoints.
+
+    Returns:
+        The first model with every weight replaced by the mean over `paths`.
+
+    Raises:
+        ValueError: if `paths` is empty or the checkpoints' configs differ.
+    """
+    if not paths:
+        raise ValueError(
+            "`paths` must name at least one `.keras` checkpoint. "
+            f"Received: paths={paths!r}"
+        )
+    model = load_model(paths[0])
+    total = [np.asarray(w, np.float64) for w in model.get_weights()]
+    for path in paths[1:]:
+        other = load_model(path)
+        if other.config != model.config:
+            raise ValueError(
+                "Averaged checkpoints must share one model config; pass "
+                "checkpoints of one training run. "
+                f"Received: paths[0]={paths[0]}, path={path}"
+            )
+        for index, weight in enumerate(other.get_weights()):
+            total[index] += weight
+    model.set_weights(
+        [(t / len(paths)).astype(w.dtype) for t, w in zip(total, model.get_weights())]
+    )
+    return model
+
+
+def last_checkpoints(model_dir: str, num_checkpoints: int) -> list[str]:
+    """The newest `num_checkpoints` `ckpt-<step>.keras` files of a run.
+
+    Args:
+        model_dir: the training directory (checkpoints are in its
+            `checkpoints/` subdirectory).
+        num_checkpoints: how many (paper: 5 for base, 20 for big).
+
+    Returns:
+        Their paths, oldest first.
+
+    Raises:
+        ValueError: if `num_checkpoints` < 1 or the run kept fewer.
+    """
+    if num_checkpoints < 1:
+        raise ValueError(
+            "`num_checkpoints` must be at least 1. "
+            f"Received: num_checkpoints={num_checkpoints}"
+        )
+    found = list_checkpoints(os.path.join(model_dir, "checkpoints"))
+    if len(found) < num_checkpoints:
+        raise ValueError(
+            f"The run kept {len(found)} checkpoints, fewer than asked; train "
+            "with a larger --keep_checkpoints or average fewer. "
+            f"Received: model_dir={model_dir}, "
+            f"num_checkpoints={num_checkpoints}"
+        )
+    return [path for _, path in found[-num_checkpoints:]]

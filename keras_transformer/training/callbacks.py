@@ -1,0 +1,181 @@
+"""Keras callbacks of the training run: checkpoints, throughput, NaN, BLEU.
+
+`fit` runs "epochs" of `steps_per_epoch` optimizer steps; every callback
+here acts at the end of such an epoch, so the epoch length is the
+checkpoint (and logging) interval.
+"""
+
+import os
+import re
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+CHECKPOINT_PATTERN = re.compile(r"^ckpt-(\d+)\.keras$")
+
+
+def checkpoint_path(checkpoint_dir: str, step: int) -> str:
+    """`<checkpoint_dir>/ckpt-<step>.keras`."""
+    return os.path.join(checkpoint_dir, f"ckpt-{step}.keras")
+
+
+def list_checkpoints(checkpoint_dir: str) -> list[tuple[int, str]]:
+    """The `(step, path)` of every `ckpt-<step>.keras` file, oldest first."""
+    if not tf.io.gfile.isdir(checkpoint_dir):
+        return []
+    found = []
+    for name in tf.io.gfile.listdir(checkpoint_dir):
+        match = CHECKPOINT_PATTERN.match(name)
+        if match:
+            found.append((int(match[1]), os.path.join(checkpoint_dir, name)))
+    return sorted(found)
+
+
+def current_step(model) -> int:
+    """Optimizer steps taken so far (`optimizer.iterations`)."""
+    return int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+
+
+class KeepLastCheckpoints(keras.callbacks.Callback):
+    """Saves `ckpt-<step>.keras` (weights and optimizer) each epoch and
+    deletes all but the newest `keep` of them.
+
+    These files are what `averaging.average_checkpoints` averages (the
+    paper averages the last 5 or 20, section 6.1). Resumption after a crash
+    uses `keras.callbacks.BackupAndRestore`, which also restores the epoch.
+
+    Args:
+        checkpoint_dir: directory of the checkpoints.
+        keep: how many of the newest checkpoints to keep (>= 1).
+    """
+
+    def __init__(self, checkpoint_dir: str, keep: int):
+        super().__init__()
+        if keep < 1:
+            raise ValueError(f"`keep` must be at least 1. Received: keep={keep}")
+        self.checkpoint_dir = checkpoint_dir
+        self.keep = keep
+
+    def on_epoch_end(self, epoch, logs=None):
+        tf.io.gfile.makedirs(self.checkpoint_dir)
+        step = current_step(self.model)
+        self.model.save(checkpoint_path(self.checkpoint_dir, step))
+        for _, path in list_checkpoints(self.checkpoint_dir)[: -self.keep]:
+            tf.io.gfile.remove(path)
+
+
+class ThroughputLogger(keras.callbacks.Callback):
+    """Adds `learning_rate` and `tokens_per_second` to the epoch logs.
+
+    Put it before `keras.callbacks.TensorBoard` in the callback list: the
+    logs dict is shared, so TensorBoard then writes both. Needs the
+    `TargetTokenCount` metric among the compiled metrics.
+
+    Args:
+        tokens_metric: name of the `TargetTokenCount` metric.
+    """
+
+    def __init__(self, tokens_metric: str = "target_tokens"):
+        super().__init__()
+        self.tokens_metric = tokens_metric
+        self._start = None
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None:
+            return
+        seconds = time.perf_counter() - self._start
+        tokens = float(logs.get(self.tokens_metric, 0.0))
+        logs["tokens_per_second"] = tokens / max(seconds, 1e-9)
+        # Keras evaluates the schedule at `optimizer.iterations`.
+        logs["learning_rate"] = float(
+            keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)
+        )
+
+
+class StopOnNaN(keras.callbacks.Callback):
+    """Stops training at the first non-finite loss and remembers the step.
+
+    Unlike `keras.callbacks.TerminateOnNaN`, the run then fails with a
+    message that says what to change (see `trainer.run_training`), instead
+    of ending as if it had finished.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.nan_step = None
+
+    def on_train_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not np.isfinite(float(loss)):
+            self.nan_step = current_step(self.model)
+            self.model.stop_training = True
+
+
+class BleuEvaluator(keras.callbacks.Callback):
+    """Translates validation sentences every `every_steps` steps and adds
+    sacreBLEU to the logs as `bleu` (and `chrf`).
+
+    Args:
+        translate_fn: `list[str] -> list[str]`, e.g. a beam-search
+            translator over the model being trained; it must read the
+            model's current weights.
+        sources: validation source sentences.
+        references: their reference translations.
+        target_lang: target language (for the tokenized BLEU).
+        every_steps: evaluate when the step is a multiple of this (checked
+            at epoch ends), and at the end of training.
+        final_step: the last step of the run (always evaluated).
+    """
+
+    def __init__(
+        self,
+        translate_fn,
+        sources,
+        references,
+        target_lang,
+        every_steps: int,
+        final_step: int,
+    ):
+        super().__init__()
+        if len(sources) != len(references) or not sources:
+            raise ValueError(
+                "BLEU needs as many references as sources, and at least "
+                f"one. Received: len(sources)={len(sources)}, "
+                f"len(references)={len(references)}"
+            )
+        self.translate_fn = translate_fn
+        self.sources = list(sources)
+        self.references = list(references)
+        self.target_lang = target_lang
+        self.every_steps = every_steps
+        self.final_step = final_step
+        self.last_scores = None
+        self._last_evaluated = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        from keras_transformer import evaluation
+
+        step = current_step(self.model)
+        due = step % self.every_steps == 0 or step >= self.final_step
+        if not due or step == self._last_evaluated:
+            return
+        hypotheses = self.translate_fn(self.sources)
+        self.last_scores = evaluation.score(
+            hypotheses, self.references, self.target_lang
+        )
+        self._last_evaluated = step
+        if logs is not None:
+            logs["bleu"] = self.last_scores.bleu
+            logs["chrf"] = self.last_scores.chrf
+        print(
+            f"\nstep {step}: dev BLEU {self.last_scores.bleu:.2f} "
+            f"chrF {self.last_scores.chrf:.2f} "
+            f"({len(self.sources)} sentences; "
+            f"{self.last_scores.bleu_signature})",
+            flush=True,
+        )

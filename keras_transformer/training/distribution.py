@@ -1,0 +1,114 @@
+"""`tf.distribute` strategies and mixed-precision policies by name."""
+
+import json
+import os
+
+import keras
+import tensorflow as tf
+
+STRATEGIES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
+PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+
+
+def create_strategy(
+    name: str = "default", num_gpus: int = 0, tpu_address: str = ""
+) -> tf.distribute.Strategy:
+    """Builds the strategy that `model.fit` runs under.
+
+    Args:
+        name: "default" (no distribution), "one_device" (the first GPU, or
+            the CPU), "mirrored" (all-reduce across the local GPUs: the
+            paper's 8 GPUs), "multi_worker" (MirroredStrategy across the
+            machines listed in the `TF_CONFIG` environment variable) or
+            "tpu".
+        num_gpus: GPUs to use with "mirrored" (0: all visible; when the
+            machine has none, the CPU's logical devices).
+        tpu_address: TPU name or grpc address for "tpu" ("" = local).
+
+    Returns:
+        A `tf.distribute.Strategy`.
+
+    Raises:
+        ValueError: for an unknown name, more GPUs than visible, or
+            "multi_worker" without a valid `TF_CONFIG`.
+    """
+    if name not in STRATEGIES:
+        raise ValueError(
+            f"Unknown strategy; choose one of {', '.join(STRATEGIES)}. "
+            f"Received: strategy={name!r}"
+        )
+    gpus = tf.config.list_logical_devices("GPU")
+    # Without GPUs, "mirrored" replicates over the CPU's logical devices
+    # (how the tests run 8 replicas on one CPU).
+    devices = gpus or tf.config.list_logical_devices("CPU")
+    if num_gpus < 0 or num_gpus > len(devices):
+        raise ValueError(
+            f"`num_gpus` must be between 0 (all) and the {len(devices)} "
+            "visible devices (check CUDA_VISIBLE_DEVICES). "
+            f"Received: num_gpus={num_gpus}"
+        )
+    if name == "default":
+        return tf.distribute.get_strategy()
+    if name == "one_device":
+        device = gpus[0].name if gpus else "/cpu:0"
+        return tf.distribute.OneDeviceStrategy(device)
+    if name == "mirrored":
+        chosen = devices[: num_gpus or len(devices)]
+        return tf.distribute.MirroredStrategy([d.name for d in chosen])
+    if name == "multi_worker":
+        _check_tf_config()
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu_address)
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+
+
+def _check_tf_config():
+    """Fails with a clear message unless `TF_CONFIG` names a cluster and this
+    process's task in it."""
+    raw = os.environ.get("TF_CONFIG", "")
+    try:
+        config = json.loads(raw)
+        workers = config["cluster"]["worker"]
+        index = config["task"]["index"]
+        valid = config["task"]["type"] == "worker" and 0 <= index < len(workers)
+    except (ValueError, KeyError, TypeError):
+        valid = False
+    if not valid:
+        raise ValueError(
+            "--strategy=multi_worker needs TF_CONFIG, e.g. "
+            '{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+            '"task": {"type": "worker", "index": 0}} on the first machine. '
+            f"Received: TF_CONFIG={raw!r}"
+        )
+
+
+def set_precision(policy: str) -> None:
+    """Sets Keras's global dtype policy (before the model is built).
+
+    "mixed_bfloat16" and "mixed_float16" compute in 16 bits and keep the
+    variables in float32; the model's logits stay float32. With
+    "mixed_float16", `compile` wraps the optimizer in a
+    `keras.optimizers.LossScaleOptimizer` (dynamic loss scaling).
+
+    Raises:
+        ValueError: for an unknown policy.
+    """
+    if policy not in PRECISIONS:
+        raise ValueError(
+            f"Unknown precision; choose one of {', '.join(PRECISIONS)}. "
+            f"Received: mixed_precision={policy!r}"
+        )
+    keras.config.set_dtype_policy(policy)
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """Whether this process writes checkpoints, logs and the final model
+    (worker 0 of a multi-worker cluster; always true otherwise)."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or not resolver.cluster_spec().as_dict():
+        return True
+    return resolver.task_type in ("chief", None) or (
+        resolver.task_type == "worker" and resolver.task_id == 0
+    )

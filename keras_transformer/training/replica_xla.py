@@ -1,0 +1,80 @@
+"""XLA for the training step under a multi-replica `tf.distribute` strategy.
+
+Keras compiles the whole step with XLA, including the optimizer's gradient
+all-reduce, which XLA cannot hold across devices; so with `jit_compile="auto"`
+it turns XLA off under a strategy, and `jit_compile=True` fails. Here each
+replica runs its forward and backward pass as one XLA cluster, and the
+all-reduce and the Adam update run outside it (`compile_for_training`
+chooses this when the strategy has several replicas).
+"""
+
+import tensorflow as tf
+
+from keras_transformer import tokens
+from keras_transformer.training.losses import LabelSmoothedCrossEntropy
+from keras_transformer.training.losses import smoothed_token_losses
+
+
+def _loss_sum_and_gradients(model, label_smoothing, x, y):
+    """One replica's summed token loss, token count, logits and gradients of
+    the (loss-scaled) sum: the part of the step compiled by XLA."""
+    with tf.GradientTape() as tape:
+        logits = model(x, training=True)
+        labels = tf.cast(y, tf.int32)
+        per_token = smoothed_token_losses(
+            labels, tf.cast(logits, tf.float32), label_smoothing
+        )
+        weights = tf.cast(tf.not_equal(labels, tokens.PAD_ID), tf.float32)
+        total = tf.reduce_sum(per_token * weights)
+        scaled = model.optimizer.scale_loss(total)
+    gradients = tape.gradient(scaled, model.trainable_weights)
+    return total, tf.reduce_sum(weights), logits, gradients
+
+
+def train_step(model, data):
+    """`Model.train_step` with a per-replica XLA forward/backward pass.
+
+    The loss is normalised by the real target tokens of the global batch,
+    as `LabelSmoothedCrossEntropy` does, so the update equals the
+    single-device step on the same global batch.
+
+    Args:
+        model: a compiled `Transformer` whose loss is a
+            `LabelSmoothedCrossEntropy`.
+        data: `(features, labels)` of one replica.
+
+    Returns:
+        The metrics dict, as `Model.train_step` returns it.
+    """
+    x, y = data[0], data[1]
+    loss_fn = model.loss
+    if not isinstance(loss_fn, LabelSmoothedCrossEntropy):
+        raise TypeError(
+            "Per-replica XLA needs the model compiled with "
+            "LabelSmoothedCrossEntropy. "
+            f"Received: loss={type(loss_fn).__name__}"
+        )
+    compiled = getattr(model, "_replica_xla_function", None)
+    if compiled is None:
+        compiled = tf.function(
+            lambda x, y: _loss_sum_and_gradients(
+                model, loss_fn.label_smoothing, x, y
+            ),
+            jit_compile=True,
+            reduce_retracing=True,
+        )
+        model._replica_xla_function = compiled
+    total, num_tokens, logits, gradients = compiled(x, y)
+    context = tf.distribute.get_replica_context()
+    num_replicas = context.num_replicas_in_sync
+    if num_replicas > 1:
+        num_tokens = context.all_reduce("sum", num_tokens)
+    num_tokens = tf.maximum(num_tokens, 1.0)
+    # Optimizer.apply sums the replicas' gradients (and undoes loss scaling).
+    gradients = [gradient / num_tokens for gradient in gradients]
+    model.optimizer.apply(gradients, model.trainable_weights)
+    # Keras's loss tracker averages over replicas: undo the 1/R share.
+    model._loss_tracker.update_state(
+        total / num_tokens * num_replicas, sample_weight=tf.shape(y)[0]
+    )
+    return model.compute_metrics(x, y, logits, sample_weight=None)

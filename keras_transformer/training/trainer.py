@@ -1,0 +1,295 @@
+"""The training run of the paper's section 5 through `model.fit`.
+
+`run_training` is the library behind `train.py` and the demo: vocabulary,
+token batches, strategy, model, `fit` with resumable checkpoints,
+TensorBoard and dev-set BLEU. It reads no flags.
+
+Files in `model_dir`:
+    vocab.model, vocab.vocab   the shared subword vocabulary (sentencepiece)
+    model.keras                the model after the last step
+    checkpoints/ckpt-<step>.keras   the last `keep_checkpoints` checkpoints
+    backup/                    resumption state (`keras.callbacks.BackupAndRestore`)
+    logs/                      TensorBoard logs
+"""
+
+import dataclasses
+import os
+
+import keras
+import tensorflow as tf
+
+from keras_transformer.config import TransformerConfig
+from keras_transformer.model import build_transformer
+from keras_transformer.training import callbacks as callbacks_lib
+from keras_transformer.training import distribution
+from keras_transformer.training.losses import LabelSmoothedCrossEntropy
+from keras_transformer.training.metrics import MaskedTokenAccuracy
+from keras_transformer.training.metrics import TargetTokenCount
+from keras_transformer.training.schedule import transformer_optimizer
+
+# Vocabulary of the demo corpus (it has about 4,300 distinct BPE merges).
+DEMO_VOCAB_SIZE = 2000
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainingResult:
+    """What a finished `run_training` produced.
+
+    Attributes:
+        step: optimizer steps taken in total (including resumed ones).
+        model_path: the final `model.keras`.
+        vocab_path: the sentencepiece model.
+        log_dir: TensorBoard log directory.
+        checkpoint_dir: directory of the kept `ckpt-<step>.keras` files.
+        dev_bleu: sacreBLEU on the dev sentences at the last evaluation,
+            or None when BLEU was not evaluated.
+        tokens_per_second: target tokens per second of the last epoch.
+        data_stats: the training split's `DataStats`.
+    """
+
+    step: int
+    model_path: str
+    vocab_path: str
+    log_dir: str
+    checkpoint_dir: str
+    dev_bleu: float | None
+    tokens_per_second: float | None
+    data_stats: object
+
+
+def compile_for_training(
+    model,
+    warmup_steps: int,
+    learning_rate_scale: float = 1.0,
+    jit_compile: bool = True,
+    optimizer=None,
+):
+    """Compiles `model` with the paper's optimizer, schedule and loss.
+
+    Call it inside the strategy's scope. `jit_compile` means what it says
+    under a `tf.distribute` strategy too, where Keras's default ("auto")
+    turns XLA off. `optimizer` replaces the paper's Adam (e.g. in tests).
+    """
+    config = model.config
+    optimizer = optimizer or transformer_optimizer(
+        config.d_model, warmup_steps, scale=learning_rate_scale
+    )
+    if keras.config.dtype_policy().name == "mixed_float16":
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    # Under several replicas Keras cannot XLA-compile its whole step (the
+    # gradient all-reduce); each replica's forward/backward pass is then
+    # compiled instead (`replica_xla.py`).
+    replicas = tf.distribute.get_strategy().num_replicas_in_sync
+    model.replica_jit_compile = bool(jit_compile) and replicas > 1
+    model.compile(
+        optimizer=optimizer,
+        loss=LabelSmoothedCrossEntropy(config.label_smoothing),
+        metrics=[MaskedTokenAccuracy(), TargetTokenCount()],
+        jit_compile=bool(jit_compile) and not model.replica_jit_compile,
+    )
+    return model
+
+
+def check_steps(train_steps: int, steps_per_checkpoint: int) -> None:
+    """Fails unless the run is a whole number of checkpoint intervals.
+
+    Raises:
+        ValueError: naming both values.
+    """
+    if train_steps < 1 or steps_per_checkpoint < 1:
+        raise ValueError(
+            "`train_steps` and `steps_per_checkpoint` must be positive. "
+            f"Received: train_steps={train_steps}, "
+            f"steps_per_checkpoint={steps_per_checkpoint}"
+        )
+    if train_steps % steps_per_checkpoint:
+        raise ValueError(
+            "`train_steps` must be a multiple of `steps_per_checkpoint` "
+            "(fit runs whole checkpoint intervals). "
+            f"Received: train_steps={train_steps}, "
+            f"steps_per_checkpoint={steps_per_checkpoint}"
+        )
+
+
+def run_training(
+    config: TransformerConfig,
+    *,
+    data: str,
+    src_lang: str,
+    tgt_lang: str,
+    model_dir: str,
+    train_steps: int,
+    warmup_steps: int = 4000,
+    batch_tokens: int = 4096,
+    vocab_size: int | None = None,
+    learning_rate_scale: float = 1.0,
+    steps_per_checkpoint: int = 1000,
+    keep_checkpoints: int = 5,
+    bleu_every_steps: int = 0,
+    bleu_max_sentences: int = 500,
+    strategy: str = "default",
+    num_gpus: int = 0,
+    mixed_precision: str = "float32",
+    jit_compile: bool = True,
+    seed: int = 0,
+    data_dir: str | None = None,
+    verbose: int | str = "auto",
+    extra_callbacks: tuple = (),
+) -> TrainingResult:
+    """Trains (or resumes training of) a Transformer in `model_dir`.
+
+    Restarting the same call after a crash resumes from the last checkpoint
+    interval: weights, optimizer state and step counter (hence the learning
+    rate) continue; at most one interval of work is lost.
+
+    Args:
+        config: the model config; its `vocab_size` is replaced by the
+            vocabulary's.
+        data: the `--data` spec ("demo", "text:PREFIX", "tsv:PATH",
+            "tfds:wmt14_translate/de-en").
+        src_lang, tgt_lang: language codes.
+        model_dir: output directory (see the module docstring).
+        train_steps: optimizer steps in total (paper: 100k base, 300k big).
+        warmup_steps: schedule warmup (paper: 4000).
+        batch_tokens: source and target token budget of a global batch
+            (paper: ~25,000).
+        vocab_size: subword vocabulary size when it must be learned
+            (default: the paper's for the pair, 2000 for the demo corpus).
+        learning_rate_scale: factor on the paper's learning rate (Eq. 3).
+        steps_per_checkpoint: steps between checkpoints, logs and BLEU
+            checks.
+        keep_checkpoints: checkpoints kept (paper averages 5 or 20).
+        bleu_every_steps: dev-set BLEU every this many steps (a multiple of
+            `steps_per_checkpoint`); 0 evaluates only at the end.
+        bleu_max_sentences: dev sentences translated for BLEU (0: none).
+        strategy, num_gpus: see `distribution.create_strategy`.
+        mixed_precision: see `distribution.set_precision`.
+        jit_compile: XLA for the training step.
+        seed: seed of initialization, dropout and shuffling.
+        data_dir: TFDS data directory.
+        verbose: `fit`'s progress bar setting.
+        extra_callbacks: more Keras callbacks (e.g. for tests).
+
+    Returns:
+        A `TrainingResult`.
+
+    Raises:
+        ValueError: for inconsistent settings (named with their values).
+        FloatingPointError: if the loss becomes NaN or infinite.
+    """
+    from keras_transformer.data import pipeline, sources
+    from keras_transformer.decoding import translator as translator_lib
+
+    check_steps(train_steps, steps_per_checkpoint)
+    if bleu_every_steps % steps_per_checkpoint:
+        raise ValueError(
+            "`bleu_every_steps` must be a multiple of `steps_per_checkpoint`"
+            " (BLEU is computed at checkpoint ends). Received: "
+            f"bleu_every_steps={bleu_every_steps}, "
+            f"steps_per_checkpoint={steps_per_checkpoint}"
+        )
+    spec = sources.parse_data_spec(data)
+    if vocab_size is None and spec.kind == "demo":
+        vocab_size = DEMO_VOCAB_SIZE
+    keras.utils.set_random_seed(seed)
+    distribution.set_precision(mixed_precision)
+    strategy_obj = distribution.create_strategy(strategy, num_gpus)
+    write_dir = model_dir
+    if not distribution.is_chief(strategy_obj):
+        # Other workers write their (identical) copies aside.
+        task_id = strategy_obj.cluster_resolver.task_id
+        write_dir = os.path.join(model_dir, "workers", f"worker-{task_id}")
+    os.makedirs(write_dir, exist_ok=True)
+    vocab_path = os.path.join(write_dir, "vocab.model")
+    tokenizer = pipeline.load_or_train_tokenizer(
+        spec,
+        vocab_path,
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
+        vocab_size=vocab_size,
+        data_dir=data_dir,
+    )
+    config = config.replace(vocab_size=tokenizer.vocab_size)
+    distributed = strategy != "default"
+    dataset, data_stats = pipeline.make_training_dataset(
+        spec,
+        tokenizer,
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
+        batch_tokens=batch_tokens,
+        max_length=config.max_length,
+        data_dir=data_dir,
+        seed=seed,
+        repeat=True,
+        strategy=strategy_obj if distributed else None,
+    )
+    with strategy_obj.scope():
+        model = compile_for_training(
+            build_transformer(config),
+            warmup_steps,
+            learning_rate_scale,
+            jit_compile,
+        )
+
+    paths = {
+        "log_dir": os.path.join(write_dir, "logs"),
+        "checkpoint_dir": os.path.join(write_dir, "checkpoints"),
+        "model_path": os.path.join(write_dir, "model.keras"),
+    }
+    nan_stop = callbacks_lib.StopOnNaN()
+    bleu = None
+    run_callbacks = [
+        # Kept after the last step, so rerunning a finished run is a no-op.
+        keras.callbacks.BackupAndRestore(
+            os.path.join(write_dir, "backup"), delete_checkpoint=False
+        ),
+        nan_stop,
+        callbacks_lib.ThroughputLogger(),
+    ]
+    if bleu_max_sentences:
+        dev_sources, dev_references = sources.load_pairs(
+            spec, "dev", src_lang, tgt_lang, data_dir
+        )
+        translator = translator_lib.Translator(model, tokenizer)
+        bleu = callbacks_lib.BleuEvaluator(
+            lambda lines: translator_lib.translate_texts(translator.translate, lines),
+            dev_sources[:bleu_max_sentences],
+            dev_references[:bleu_max_sentences],
+            tgt_lang,
+            every_steps=bleu_every_steps or train_steps,
+            final_step=train_steps,
+        )
+        run_callbacks.append(bleu)
+    run_callbacks += [
+        callbacks_lib.KeepLastCheckpoints(paths["checkpoint_dir"], keep_checkpoints),
+        keras.callbacks.TensorBoard(paths["log_dir"]),
+        *extra_callbacks,
+    ]
+    history = model.fit(
+        dataset,
+        epochs=train_steps // steps_per_checkpoint,
+        steps_per_epoch=steps_per_checkpoint,
+        callbacks=run_callbacks,
+        verbose=verbose,
+    )
+    step = callbacks_lib.current_step(model)
+    if nan_stop.nan_step is not None:
+        raise FloatingPointError(
+            f"The training loss became NaN or infinite at step "
+            f"{nan_stop.nan_step}. Lower the learning rate "
+            "(--learning_rate_scale), raise --warmup_steps, or train in "
+            "float32; the run restarts from the last checkpoint in "
+            f"{paths['checkpoint_dir']}. Received: "
+            f"mixed_precision={mixed_precision}, "
+            f"learning_rate_scale={learning_rate_scale}"
+        )
+    model.save(paths["model_path"])
+    rates = history.history.get("tokens_per_second") or [None]
+    return TrainingResult(
+        step=step,
+        vocab_path=vocab_path,
+        dev_bleu=bleu.last_scores.bleu if bleu and bleu.last_scores else None,
+        tokens_per_second=rates[-1],
+        data_stats=data_stats,
+        **paths,
+    )

@@ -1,0 +1,72 @@
+"""Tests of checkpoint averaging and its command."""
+
+import os
+import re
+import subprocess
+import sys
+
+import keras
+import pytest
+
+from keras_transformer import build_transformer
+from keras_transformer.training import averaging
+from keras_transformer.training.callbacks import checkpoint_path
+from tests.data import fixtures
+from tests.test_case import TestCase
+from tests.training.test_trainer import tiny_config
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
+
+
+def write_checkpoints(folder, steps):
+    """A run directory with one random checkpoint per step; the models."""
+    checkpoint_dir = os.path.join(folder, "checkpoints")
+    os.makedirs(checkpoint_dir)
+    models = []
+    for step in steps:
+        keras.utils.set_random_seed(step)
+        models.append(build_transformer(tiny_config()))
+        models[-1].save(checkpoint_path(checkpoint_dir, step))
+    return models
+
+
+class AveragingTest(TestCase):
+    def test_last_checkpoints_are_the_newest_by_step(self):
+        folder = fixtures.tempdir(self)
+        write_checkpoints(folder, [2, 10, 4])
+        self.assertEqual(
+            [os.path.basename(p) for p in averaging.last_checkpoints(folder, 2)],
+            ["ckpt-4.keras", "ckpt-10.keras"],
+        )
+        with self.assertRaisesRegex(
+            ValueError, re.escape("num_checkpoints=4")
+        ):
+            averaging.last_checkpoints(folder, 4)
+
+    @pytest.mark.slow
+    def test_command_writes_the_mean_of_the_last_checkpoints(self):
+        folder = fixtures.tempdir(self)
+        models = write_checkpoints(folder, [1, 2, 3])
+        output = os.path.join(folder, "avg.keras")
+        result = subprocess.run(
+            [sys.executable, "-m", "keras_transformer.average_checkpoints",
+             f"--model_dir={folder}", "--num_checkpoints=2",
+             f"--output={output}"],
+            capture_output=True, text=True, cwd=ROOT, timeout=120,
+        )
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        averaged = keras.saving.load_model(output, compile=False)
+        for got, b, c in zip(
+            averaged.get_weights(),
+            models[1].get_weights(),
+            models[2].get_weights(),
+        ):
+            self.assertAllClose(got, (b + c) / 2)
+        missing = subprocess.run(
+            [sys.executable, "-m", "keras_transformer.average_checkpoints",
+             f"--model_dir={folder}", "--num_checkpoints=9"],
+            capture_output=True, text=True, cwd=ROOT, timeout=120,
+        )
+        self.assertEqual(missing.returncode, 1)
+        self.assertIn("kept 3 checkpoints", missing.stderr)
+        self.assertNotIn("Traceback", missing.stderr)

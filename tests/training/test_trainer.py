@@ -1,0 +1,191 @@
+"""Tests of the fit-based training run: distribution, resumption, NaN."""
+
+import os
+import re
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer import TransformerConfig, build_transformer
+from keras_transformer.training import callbacks as callbacks_lib
+from keras_transformer.training import distribution
+from keras_transformer.training import trainer
+from keras_transformer.training.schedule import TransformerSchedule
+from tests.data import fixtures
+from tests.test_case import TestCase
+
+VOCAB = 50
+
+
+def tiny_config(**overrides):
+    return TransformerConfig.preset(
+        "tiny",
+        **{
+            "vocab_size": VOCAB,
+            "num_layers": 1,
+            "d_model": 32,
+            "d_ff": 64,
+            "num_heads": 4,
+            "max_length": 32,
+            **overrides,
+        },
+    )
+
+
+def write_corpus(folder):
+    """`train.en/de` and `dev.en/de` of the fixture pairs; the data spec."""
+    for split in ("train", "dev"):
+        for index, lang in enumerate(("en", "de")):
+            lines = "".join(pair[index] + "\n" for pair in fixtures.PAIRS)
+            fixtures.write(os.path.join(folder, f"{split}.{lang}"), lines)
+    return "text:" + os.path.join(folder, "train")
+
+
+def global_batch(batch_size=16, length=9):
+    """A fixed batch whose sentences have different amounts of padding."""
+    rng = np.random.default_rng(0)
+    ids = rng.integers(4, VOCAB, size=(3, batch_size, length)).astype("int32")
+    lengths = rng.integers(2, length + 1, size=(2, batch_size))
+    positions = np.arange(length)
+    source = np.where(positions < lengths[0][:, None], ids[0], 0)
+    target = np.where(positions < lengths[1][:, None], ids[1], 0)
+    labels = np.where(positions < lengths[1][:, None], ids[2], 0)
+    return {"source_ids": source, "target_ids": target}, labels
+
+
+class CrashAt(keras.callbacks.Callback):
+    """Simulates a killed process once the optimizer reaches `step`."""
+
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if callbacks_lib.current_step(self.model) == self.step:
+            raise KeyboardInterrupt(f"killed at step {self.step}")
+
+
+class FirstStepRecorder(keras.callbacks.Callback):
+    def on_train_begin(self, logs=None):
+        self.first_step = callbacks_lib.current_step(self.model)
+
+
+class TrainerTest(TestCase):
+    def test_eight_replicas_take_the_single_device_step(self):
+        config = tiny_config(dropout=0.0, attention_dropout=0.0)
+        features, labels = global_batch()
+        dataset = tf.data.Dataset.from_tensors((features, labels))
+
+        keras.utils.set_random_seed(1)
+        single = trainer.compile_for_training(
+            build_transformer(config),
+            warmup_steps=10,
+            jit_compile=False,
+            optimizer=keras.optimizers.SGD(1.0),
+        )
+        initial = single.get_weights()
+        single.fit(dataset, epochs=1, verbose=0)
+
+        strategy = distribution.create_strategy("mirrored", num_gpus=8)
+        self.assertEqual(strategy.num_replicas_in_sync, 8)
+        with strategy.scope():
+            mirrored = trainer.compile_for_training(
+                build_transformer(config),
+                warmup_steps=10,
+                jit_compile=True,
+                # SGD: the update is the gradient itself (Adam's first step
+                # is sign(gradient), which amplifies rounding noise).
+                optimizer=keras.optimizers.SGD(1.0),
+            )
+        # Keras's default would turn XLA off under the strategy.
+        self.assertTrue(mirrored.replica_jit_compile)
+        mirrored.set_weights(initial)
+        # Each replica gets 2 of the 16 sentences, with their own padding.
+        mirrored.fit(dataset, epochs=1, verbose=0)
+
+        moved = 0
+        for got, want, start in zip(
+            mirrored.get_weights(), single.get_weights(), initial
+        ):
+            self.assertAllClose(got, want, atol=2e-5, rtol=1e-4)
+            moved += int(np.any(np.abs(want - start) > 1e-6))
+        self.assertGreater(moved, len(initial) // 2)
+
+    def test_resumes_after_a_crash_where_it_stopped(self):
+        folder = fixtures.tempdir(self)
+        data = write_corpus(folder)
+        model_dir = os.path.join(folder, "run")
+        kwargs = dict(
+            data=data,
+            src_lang="en",
+            tgt_lang="de",
+            model_dir=model_dir,
+            train_steps=6,
+            warmup_steps=4,
+            batch_tokens=64,
+            vocab_size=fixtures.VOCAB_SIZE,
+            steps_per_checkpoint=2,
+            keep_checkpoints=2,
+            bleu_max_sentences=0,
+            jit_compile=False,
+            verbose=0,
+        )
+        with self.assertRaisesRegex(KeyboardInterrupt, "killed at step 5"):
+            trainer.run_training(
+                tiny_config(), extra_callbacks=(CrashAt(5),), **kwargs
+            )
+        recorder = FirstStepRecorder()
+        result = trainer.run_training(
+            tiny_config(), extra_callbacks=(recorder,), **kwargs
+        )
+        # Resumed from the checkpoint of step 4: one step of work lost.
+        self.assertEqual(recorder.first_step, 4)
+        self.assertEqual(result.step, 6)
+        model = keras.saving.load_model(result.model_path)
+        self.assertEqual(int(model.optimizer.iterations.numpy()), 6)
+        self.assertAllClose(
+            model.optimizer.learning_rate,
+            TransformerSchedule(32, warmup_steps=4)(6),
+        )
+        self.assertEqual(
+            [step for step, _ in callbacks_lib.list_checkpoints(
+                result.checkpoint_dir
+            )],
+            [4, 6],
+        )
+        self.assertTrue(tf.io.gfile.listdir(result.log_dir))
+        # Rerunning a finished run trains no further.
+        again = trainer.run_training(tiny_config(), **kwargs)
+        self.assertEqual(again.step, 6)
+
+    def test_nan_loss_stops_with_a_clear_error(self):
+        folder = fixtures.tempdir(self)
+        with self.assertRaisesRegex(
+            FloatingPointError, "NaN or infinite at step .*learning_rate_scale"
+        ):
+            trainer.run_training(
+                tiny_config(),
+                data=write_corpus(folder),
+                src_lang="en",
+                tgt_lang="de",
+                model_dir=os.path.join(folder, "run"),
+                train_steps=4,
+                warmup_steps=1,
+                batch_tokens=64,
+                vocab_size=fixtures.VOCAB_SIZE,
+                learning_rate_scale=1e30,
+                steps_per_checkpoint=4,
+                bleu_max_sentences=0,
+                jit_compile=False,
+                verbose=0,
+            )
+
+    def test_step_settings_are_checked(self):
+        with self.assertRaisesRegex(
+            ValueError,
+            re.escape("Received: train_steps=5, steps_per_checkpoint=2"),
+        ):
+            trainer.check_steps(5, 2)
+        with self.assertRaisesRegex(ValueError, "must be positive"):
+            trainer.check_steps(0, 1)
