@@ -14,10 +14,15 @@ from absl import app, flags
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "Training directory.")
-flags.DEFINE_integer("num_checkpoints", 5, "How many of the newest "
-                     "checkpoints (paper: 5 base, 20 big).", lower_bound=1)
-flags.DEFINE_string("output", None, "Output .keras file (default: "
-                    "<model_dir>/averaged.keras).")
+flags.DEFINE_integer(
+    "num_checkpoints",
+    5,
+    "How many of the newest checkpoints (paper: 5 base, 20 big).",
+    lower_bound=1,
+)
+flags.DEFINE_string(
+    "output", None, "Output .keras file (default: <model_dir>/averaged.keras)."
+)
 flags.mark_flag_as_required("model_dir")
 
 
@@ -28,9 +33,7 @@ def main(argv):
 
     output = FLAGS.output or os.path.join(FLAGS.model_dir, "averaged.keras")
     try:
-        paths = averaging.last_checkpoints(
-            FLAGS.model_dir, FLAGS.num_checkpoints
-        )
+        paths = averaging.last_checkpoints(FLAGS.model_dir, FLAGS.num_checkpoints)
         averaging.average_models(paths).save(output)
     except (ValueError, FileNotFoundError, TypeError) as error:
         print(f"average_checkpoints: error: {error}", file=sys.stderr)

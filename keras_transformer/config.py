@@ -86,13 +86,11 @@ class TransformerConfig:
                     f"`{name}` must be in [0, 1). Received: {name}={value}"
                 )
         _check_choice("positional", self.positional, POSITIONAL_CHOICES)
-        _check_choice(
-            "share_embeddings", self.share_embeddings, SHARING_CHOICES
-        )
+        _check_choice("share_embeddings", self.share_embeddings, SHARING_CHOICES)
         _check_choice("norm_position", self.norm_position, NORM_CHOICES)
-        if (
-            self.share_embeddings == "all"
-            and self.source_vocab_size not in (None, self.vocab_size)
+        if self.share_embeddings == "all" and self.source_vocab_size not in (
+            None,
+            self.vocab_size,
         ):
             raise ValueError(
                 "With share_embeddings='all' the source and target share one "

@@ -57,7 +57,9 @@ class Transformer(keras.Model):
             source_embedding = target_embedding
         else:
             source_embedding = layers.ScaledEmbedding(
-                c.input_vocab_size, c.d_model, dtype=dtype,
+                c.input_vocab_size,
+                c.d_model,
+                dtype=dtype,
                 name="source_embedding",
             )
         if c.share_embeddings == "none":
@@ -205,7 +207,11 @@ class Transformer(keras.Model):
         return self_cache, self.decoder.project_memory(memory)
 
     def decode_step(
-        self, ids, step, self_attention_cache, cross_attention_cache,
+        self,
+        ids,
+        step,
+        self_attention_cache,
+        cross_attention_cache,
         memory_mask,
     ):
         """Decodes one position with the caches (incremental decoding).
@@ -246,6 +252,21 @@ class Transformer(keras.Model):
 
             return replica_xla.train_step(self, data)
         return super().train_step(data)
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        """Builds the compiled loss and metrics from the input signature.
+
+        Under a `tf.distribute` strategy, Keras's TF trainer builds them from
+        the first batch averaged over the replicas, which fails for token
+        batches: each replica (and worker) has its own shape. The model's
+        inputs are known, so a symbolic batch of that signature is used.
+        """
+        if getattr(self, "_distribute_strategy", None) is None:
+            return super()._maybe_symbolic_build(iterator, data_batch)
+        ids = keras.KerasTensor((None, None), "int32")
+        batch = ({"source_ids": ids, "target_ids": ids}, ids)
+        with self.distribute_strategy.scope():
+            self._symbolic_build(data_batch=batch)
 
     def get_config(self):
         return {"config": self.config.to_dict(), "name": self.name}

@@ -32,9 +32,7 @@ def serving_signatures(translator) -> dict:
     return {
         DEFAULT_SIGNATURE: translator.translate.get_concrete_function(),
         IDS_SIGNATURE: translator.translate_ids.get_concrete_function(),
-        OPTIONS_SIGNATURE: (
-            translator.translate_with_options.get_concrete_function()
-        ),
+        OPTIONS_SIGNATURE: (translator.translate_with_options.get_concrete_function()),
     }
 
 
@@ -45,11 +43,7 @@ def serving_path(base_dir: str, model_name: str, version: int) -> str:
         ValueError: if `version` is not a positive integer or `model_name`
             is not a plain name (letters, digits, `_`, `.`, `-`).
     """
-    if (
-        not isinstance(version, int)
-        or isinstance(version, bool)
-        or (version < 1)
-    ):
+    if not isinstance(version, int) or isinstance(version, bool) or (version < 1):
         raise ValueError(
             "`version` must be a positive integer: TF Serving loads the "
             "numerically highest version directory. "
@@ -103,9 +97,7 @@ def export_translator(translator, path: str, overwrite: bool = False) -> str:
     partial = path.rstrip("/") + ".partial"
     if tf.io.gfile.exists(partial):
         tf.io.gfile.rmtree(partial)
-    tf.saved_model.save(
-        translator, partial, signatures=serving_signatures(translator)
-    )
+    tf.saved_model.save(translator, partial, signatures=serving_signatures(translator))
     if tf.io.gfile.exists(path):
         tf.io.gfile.rmtree(path)
     tf.io.gfile.rename(partial, path)

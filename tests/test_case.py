@@ -1,5 +1,6 @@
 """The project's TestCase: deterministic seeds and Keras layer checks."""
 
+import functools
 import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
@@ -8,6 +9,20 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl.testing import parameterized  # noqa: E402
+
+
+@functools.cache
+def eight_replica_strategy():
+    """One MirroredStrategy over the 8 logical CPUs for the whole session.
+
+    TensorFlow numbers collective groups and instances per strategy from the
+    same starting keys, so two strategies that both run all-reduces in one
+    process collide ("joining a group with size 8, but that group has size
+    2", "Shape mismatch in the collective instance"): tests share this one.
+    """
+    from keras_transformer.training import distribution
+
+    return distribution.create_strategy("mirrored", num_gpus=8)
 
 
 class TestCase(tf.test.TestCase, parameterized.TestCase):

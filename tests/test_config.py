@@ -58,7 +58,5 @@ class TransformerConfigTest(TestCase):
                 TransformerConfig.preset("base", **overrides)
 
     def test_explicit_head_dims_allow_indivisible_width(self):
-        config = TransformerConfig.preset(
-            "base", d_model=500, key_dim=64, value_dim=32
-        )
+        config = TransformerConfig.preset("base", d_model=500, key_dim=64, value_dim=32)
         self.assertEqual((config.head_key_dim, config.head_value_dim), (64, 32))

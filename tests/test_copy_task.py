@@ -49,9 +49,7 @@ class ReverseTaskTest(TestCase):
         )
         model = build_transformer(config)
         model.compile(
-            optimizer=transformer_optimizer(
-                config.d_model, warmup_steps=400
-            ),
+            optimizer=transformer_optimizer(config.d_model, warmup_steps=400),
             loss=LabelSmoothedCrossEntropy(config.label_smoothing),
             metrics=[MaskedTokenAccuracy()],
         )

@@ -34,8 +34,14 @@ class EvaluationTest(TestCase):
         self.assertLess(scores.bleu, 100.0)
         self.assertEqual(
             sorted(scores.to_json_dict()),
-            ["bleu", "chrf", "chrf_signature", "num_sentences", "signature",
-             "tokenized_bleu"],
+            [
+                "bleu",
+                "chrf",
+                "chrf_signature",
+                "num_sentences",
+                "signature",
+                "tokenized_bleu",
+            ],
         )
 
     def test_paper_tokenization_splits_compounds_and_punctuation(self):

@@ -89,9 +89,7 @@ class ExportBinaryTest(TestCase):
         translator = Translator(model, fixtures.tokenizer(), length_offset=4)
         expected = translator.translate(tf.constant(SENTENCES))
         loaded = serving.load_exported(path)
-        served = loaded.signatures["serving_default"](
-            inputs=tf.constant(SENTENCES)
-        )
+        served = loaded.signatures["serving_default"](inputs=tf.constant(SENTENCES))
         self.assertAllEqual(served["outputs"], expected["outputs"])
         self.assertAllClose(served["scores"], expected["scores"])
 

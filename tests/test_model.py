@@ -53,9 +53,7 @@ class TransformerModelTest(TestCase):
         # A functional model: Keras built it from its inputs and outputs.
         self.assertIn("Functional", [c.__name__ for c in type(model).__mro__])
         self.assertIn("encoder", [layer.name for layer in model.layers])
-        self.assertEqual(
-            sorted(model.input.keys()), ["source_ids", "target_ids"]
-        )
+        self.assertEqual(sorted(model.input.keys()), ["source_ids", "target_ids"])
         source = self.random_ids((2, 7), 40)
         target = self.random_ids((2, 5), 40, seed=1)
         logits = model({"source_ids": source, "target_ids": target})
@@ -141,9 +139,7 @@ class TransformerModelTest(TestCase):
         target_only = build_transformer(
             tiny_config(share_embeddings="target", source_vocab_size=25)
         )
-        self.assertIsNot(
-            target_only.source_embedding, target_only.target_embedding
-        )
+        self.assertIsNot(target_only.source_embedding, target_only.target_embedding)
         self.assertEqual(target_only.source_embedding.vocab_size, 25)
         self.assertIsNone(target_only.output_projection)
 
@@ -163,9 +159,7 @@ class TransformerModelTest(TestCase):
         ]
         for config in variants:
             model = build_transformer(config)
-            self.assertEqual(
-                model.count_params(), closed_form_parameter_count(config)
-            )
+            self.assertEqual(model.count_params(), closed_form_parameter_count(config))
             keras.backend.clear_session()
 
     def test_base_and_big_parameter_counts(self):

@@ -194,9 +194,7 @@ class ExportTest(TestCase):
 
 class ServingHelpersTest(TestCase):
     def test_serving_path_is_the_tf_serving_layout(self):
-        self.assertEqual(
-            serving.serving_path("/models", "en_de", 3), "/models/en_de/3"
-        )
+        self.assertEqual(serving.serving_path("/models", "en_de", 3), "/models/en_de/3")
 
     def test_serving_path_checks(self):
         for args, message in (
@@ -212,9 +210,7 @@ class ServingHelpersTest(TestCase):
         folder = fixtures.tempdir(self)
         for name in ("b.model", "a.model", "c.vocab"):
             fixtures.write(os.path.join(folder, name), "x")
-        self.assertEqual(
-            serving.find_vocab(folder), os.path.join(folder, "a.model")
-        )
+        self.assertEqual(serving.find_vocab(folder), os.path.join(folder, "a.model"))
         empty = fixtures.tempdir(self)
         with self.assertRaisesRegex(
             FileNotFoundError,
@@ -252,6 +248,4 @@ class ServingHelpersTest(TestCase):
             averaging.average_models(paths[:1]).get_weights()[0],
             first.get_weights()[0],
         )
-        self.assertTrue(
-            np.any(first.get_weights()[0] != averaged.get_weights()[0])
-        )
+        self.assertTrue(np.any(first.get_weights()[0] != averaged.get_weights()[0]))

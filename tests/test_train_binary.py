@@ -23,8 +23,11 @@ def parse(*args):
 class TrainFlagsTest(TestCase):
     def test_preset_overrides_and_flags_make_the_config(self):
         config = train.config_from_flags(
-            parse("--preset=big", "--override=num_layers=4,positional=learned",
-                  "--dropout=0.2")
+            parse(
+                "--preset=big",
+                "--override=num_layers=4,positional=learned",
+                "--dropout=0.2",
+            )
         )
         self.assertEqual(config.d_model, 1024)
         self.assertEqual(config.num_layers, 4)
@@ -37,13 +40,13 @@ class TrainFlagsTest(TestCase):
             (["--strategy=horovod"], "mirrored"),
             (["--mixed_precision=fp8"], "mixed_bfloat16"),
             (["--batch_tokens=0"], "batch_tokens"),
-            (["--train_steps=5", "--steps_per_checkpoint=2"],
-             "multiple of --steps_per_checkpoint"),
+            (
+                ["--train_steps=5", "--steps_per_checkpoint=2"],
+                "multiple of --steps_per_checkpoint",
+            ),
         ):
             with self.subTest(args=args):
-                with self.assertRaisesRegex(
-                    flags.IllegalFlagValueError, message
-                ):
+                with self.assertRaisesRegex(flags.IllegalFlagValueError, message):
                     parse(*args)
 
     def test_overrides_are_checked(self):
@@ -55,9 +58,17 @@ class TrainFlagsTest(TestCase):
     @pytest.mark.slow
     def test_bad_override_is_one_line_without_traceback(self):
         result = subprocess.run(
-            [sys.executable, "train.py", "--preset=tiny",
-             "--model_dir=/tmp/unused", "--override=num_layers=0"],
-            check=False, capture_output=True, text=True, cwd=ROOT,
+            [
+                sys.executable,
+                "train.py",
+                "--preset=tiny",
+                "--model_dir=/tmp/unused",
+                "--override=num_layers=0",
+            ],
+            check=False,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
             timeout=120,
         )
         self.assertEqual(result.returncode, 1)

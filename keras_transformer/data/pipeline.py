@@ -83,9 +83,7 @@ def tokenize_pairs(
 
 
 def _concatenate(arrays, dtype):
-    return (
-        np.concatenate(arrays).astype(dtype) if arrays else np.zeros([0], dtype)
-    )
+    return np.concatenate(arrays).astype(dtype) if arrays else np.zeros([0], dtype)
 
 
 def filter_by_length(
@@ -107,9 +105,7 @@ def filter_by_length(
     source_lengths = source_ids.row_lengths().numpy()
     target_lengths = target_ids.row_lengths().numpy()
     empty = (source_lengths == 0) | (target_lengths == 0)
-    overlong = ~empty & (
-        np.maximum(source_lengths, target_lengths) + 1 > max_length
-    )
+    overlong = ~empty & (np.maximum(source_lengths, target_lengths) + 1 > max_length)
     keep = np.flatnonzero(~empty & ~overlong)
     stats = DataStats(
         num_pairs=len(source_lengths),

@@ -215,9 +215,7 @@ def load_split(
 
 def _check_split_and_langs(split, src_lang, tgt_lang):
     if split not in SPLITS:
-        raise ValueError(
-            f"`split` must be one of {SPLITS}. Received: split={split}"
-        )
+        raise ValueError(f"`split` must be one of {SPLITS}. Received: split={split}")
     if not src_lang or not tgt_lang or src_lang == tgt_lang:
         raise ValueError(
             "`src_lang` and `tgt_lang` must be two different language "

@@ -52,8 +52,7 @@ def load_tfds_split(
     """
     if split not in TFDS_SPLITS:
         raise ValueError(
-            f"`split` must be one of {sorted(TFDS_SPLITS)}. "
-            f"Received: split={split}"
+            f"`split` must be one of {sorted(TFDS_SPLITS)}. Received: split={split}"
         )
     builder = tfds.builder(name, data_dir=data_dir)
     languages = list(builder.info.features.languages)
@@ -70,9 +69,7 @@ def load_tfds_split(
             f"Received: src_lang={src_lang}, tgt_lang={tgt_lang}"
         )
     try:
-        examples = builder.as_dataset(
-            split=TFDS_SPLITS[split], shuffle_files=False
-        )
+        examples = builder.as_dataset(split=TFDS_SPLITS[split], shuffle_files=False)
     except AssertionError as error:
         # TFDS signals "not prepared" with an AssertionError.
         root = str(builder.data_dir_root)

@@ -234,3 +234,8 @@ class SubwordTokenizer(tf.Module):
         keep = (seen_eos == 0) & (ids != tokens.PAD_ID) & (ids != tokens.BOS_ID)
         pieces = tf.ragged.boolean_mask(ids, keep)  # [B, (L)]
         return self._sentencepiece.detokenize(pieces)
+
+    def id_to_piece(self, ids) -> list[str]:
+        """The subword pieces of `ids` (e.g. "▁Haus", "</s>"), for display."""
+        pieces = self._sentencepiece.id_to_string(tf.constant(ids, tf.int32))
+        return [piece.decode("utf-8") for piece in pieces.numpy()]

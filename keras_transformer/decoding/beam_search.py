@@ -105,9 +105,7 @@ def top_log_probs(logits, k, vocab_size=None):
         and logits.shape[-1] is not None
         and logits.shape[-1] != vocab_size
     ):
-        columns = (
-            "vocab_size" if vocab_size is None else f"vocab_size={vocab_size}"
-        )
+        columns = "vocab_size" if vocab_size is None else f"vocab_size={vocab_size}"
         raise ValueError(
             f"The logits function must return logits of shape [rows, "
             f"{columns}] for the current position only. "
@@ -134,9 +132,7 @@ def keep_shapes(new_state, old_state):
                 "their shapes (write fixed-size caches in place). Received: "
                 f"old shape={old.shape}, new shape={new.shape}"
             )
-        return (
-            new if new.shape == old.shape else tf.ensure_shape(new, old.shape)
-        )
+        return new if new.shape == old.shape else tf.ensure_shape(new, old.shape)
 
     return tf.nest.map_structure(keep, new_state, old_state)
 
@@ -278,13 +274,9 @@ def beam_search(
             ),
             tf.where(keep, alive_log_probs, new_log_probs),
         )
-        origin = tf.where(
-            keep, own_beam, tf.gather(cand_origin, pick, batch_dims=1)
-        )
+        origin = tf.where(keep, own_beam, tf.gather(cand_origin, pick, batch_dims=1))
         rows = tf.reshape(row_offsets + origin, [-1])  # [B*K]
-        new_state = tf.nest.map_structure(
-            lambda x: tf.gather(x, rows), new_state
-        )
+        new_state = tf.nest.map_structure(lambda x: tf.gather(x, rows), new_state)
 
         # Ended extensions among the K best compete with the finished ones.
         ended = (valid & ends)[:, :k]  # [B, K]

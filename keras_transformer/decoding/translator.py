@@ -94,9 +94,7 @@ class Translator(tf.Module):
                 f"Received: beam_size={beam_size!r}"
             )
         if alpha < 0:
-            raise ValueError(
-                f"`alpha` must be non-negative. Received: alpha={alpha}"
-            )
+            raise ValueError(f"`alpha` must be non-negative. Received: alpha={alpha}")
         if not isinstance(length_offset, int) or length_offset < 0:
             raise ValueError(
                 "`length_offset` must be a non-negative integer. "
@@ -149,9 +147,7 @@ class Translator(tf.Module):
         ],
         autograph=False,
     )
-    def translate_with_options(
-        self, inputs, alpha, length_offset, num_hypotheses
-    ):
+    def translate_with_options(self, inputs, alpha, length_offset, num_hypotheses):
         """Translates with request-time decoding settings and n-best lists.
 
         Args:
@@ -171,9 +167,7 @@ class Translator(tf.Module):
                 names it and its value).
         """
         checks = [
-            _check(
-                alpha >= 0.0, "`alpha` must be non-negative.", "alpha", alpha
-            ),
+            _check(alpha >= 0.0, "`alpha` must be non-negative.", "alpha", alpha),
             _check(
                 length_offset >= 0,
                 "`length_offset` must be non-negative.",
@@ -182,8 +176,7 @@ class Translator(tf.Module):
             ),
             _check(
                 (num_hypotheses >= 1) & (num_hypotheses <= self.beam_size),
-                f"`num_hypotheses` must be in [1, {self.beam_size}] "
-                "(the beam size).",
+                f"`num_hypotheses` must be in [1, {self.beam_size}] (the beam size).",
                 "num_hypotheses",
                 num_hypotheses,
             ),
@@ -271,9 +264,7 @@ class Translator(tf.Module):
 
         model = self.model
         memory, memory_mask = model.encode(source_ids)  # [B, S, D]
-        self_cache, cross_cache = model.initial_decoding_state(
-            memory, cache_length
-        )
+        self_cache, cross_cache = model.initial_decoding_state(memory, cache_length)
 
         def symbols_to_logits_fn(ids, step, state, static):
             cross, mask = static
@@ -293,7 +284,7 @@ class Translator(tf.Module):
         return result.ids, result.scores, result.lengths, truncated
 
 
-def translate_texts(translate_fn, sentences, batch_size: int = 32):
+def translate_texts(translate_fn, sentences, batch_size: int = 32, on_batch=None):
     """Translates a list of sentences in batches of similar length.
 
     Sorting by length keeps padding (and the beam's maximum length) small
@@ -305,6 +296,8 @@ def translate_texts(translate_fn, sentences, batch_size: int = 32):
             `serving_default` signature of an export.
         sentences: the sentences (`str`).
         batch_size: sentences per call.
+        on_batch: optional `f(done, total)` called after each batch (for a
+            progress display).
 
     Returns:
         The translations, `list[str]`, in the order of `sentences`.
@@ -321,4 +314,6 @@ def translate_texts(translate_fn, sentences, batch_size: int = 32):
         outputs = translate_fn(inputs=batch)["outputs"].numpy()
         for index, output in zip(indices, outputs):
             translations[index] = output.decode("utf-8")
+        if on_batch is not None:
+            on_batch(start + len(indices), len(order))
     return translations

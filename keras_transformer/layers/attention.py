@@ -104,8 +104,7 @@ class MultiHeadAttention(keras.layers.Layer):
         for name, value in (("num_heads", num_heads), ("key_dim", key_dim)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(
-                    f"`{name}` must be a positive integer. "
-                    f"Received: {name}={value!r}"
+                    f"`{name}` must be a positive integer. Received: {name}={value!r}"
                 )
         if not 0.0 <= dropout < 1.0:
             raise ValueError(
@@ -160,9 +159,7 @@ class MultiHeadAttention(keras.layers.Layer):
         """One 2-D matmul for several projections: [B, L, D] -> list of
         [B, N, L, H], one per kernel."""
         widths = [kernel.shape[-1] for kernel in kernels]
-        kernel = kernels[0] if len(kernels) == 1 else ops.concatenate(
-            kernels, axis=-1
-        )
+        kernel = kernels[0] if len(kernels) == 1 else ops.concatenate(kernels, axis=-1)
         batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
         flat = ops.matmul(ops.reshape(inputs, (-1, inputs.shape[-1])), kernel)
         if self.use_bias:
@@ -251,9 +248,7 @@ class MultiHeadAttention(keras.layers.Layer):
         if use_causal_mask or new_cache is not None:
             mask = masks.merge_masks(
                 mask,
-                masks.causal_mask(
-                    ops.shape(q)[2], ops.shape(key)[2], query_start
-                ),
+                masks.causal_mask(ops.shape(q)[2], ops.shape(key)[2], query_start),
             )
         attended, weights = scaled_dot_product_attention(
             q, key, value, mask, self._attention_weights_dropout, training
@@ -290,9 +285,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 "kernel_initializer": keras.initializers.serialize(
                     self.kernel_initializer
                 ),
-                "bias_initializer": keras.initializers.serialize(
-                    self.bias_initializer
-                ),
+                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
             }
         )
         return config

@@ -36,15 +36,12 @@ class ScaledEmbedding(keras.layers.Layer):
         softmax).
     """
 
-    def __init__(
-        self, vocab_size, d_model, embeddings_initializer=None, **kwargs
-    ):
+    def __init__(self, vocab_size, d_model, embeddings_initializer=None, **kwargs):
         super().__init__(**kwargs)
         for name, value in (("vocab_size", vocab_size), ("d_model", d_model)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(
-                    f"`{name}` must be a positive integer. "
-                    f"Received: {name}={value!r}"
+                    f"`{name}` must be a positive integer. Received: {name}={value!r}"
                 )
         self.vocab_size = vocab_size
         self.d_model = d_model

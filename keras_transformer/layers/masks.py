@@ -47,6 +47,4 @@ class PaddingMask(keras.layers.Layer):
         return padding_mask(inputs)
 
     def compute_output_spec(self, inputs):
-        return keras.KerasTensor(
-            (inputs.shape[0], 1, inputs.shape[1]), dtype="bool"
-        )
+        return keras.KerasTensor((inputs.shape[0], 1, inputs.shape[1]), dtype="bool")

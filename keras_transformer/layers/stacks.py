@@ -169,8 +169,7 @@ class TransformerDecoder(_Stack):
     def project_memory(self, memory):
         """Per-layer encoder keys/values, computed once per source batch."""
         return [
-            layer.cross_attention.project_memory(memory)
-            for layer in self.sublayers
+            layer.cross_attention.project_memory(memory) for layer in self.sublayers
         ]
 
     def initial_cache(self, batch_size, max_length, dtype="float32"):

@@ -37,6 +37,11 @@ def create_strategy(
             f"Unknown strategy; choose one of {', '.join(STRATEGIES)}. "
             f"Received: strategy={name!r}"
         )
+    if name == "multi_worker":
+        # Before anything initialises TensorFlow's runtime (even listing
+        # devices): the collective ops are configured at startup.
+        _check_tf_config()
+        return tf.distribute.MultiWorkerMirroredStrategy()
     gpus = tf.config.list_logical_devices("GPU")
     # Without GPUs, "mirrored" replicates over the CPU's logical devices
     # (how the tests run 8 replicas on one CPU).
@@ -55,9 +60,6 @@ def create_strategy(
     if name == "mirrored":
         chosen = devices[: num_gpus or len(devices)]
         return tf.distribute.MirroredStrategy([d.name for d in chosen])
-    if name == "multi_worker":
-        _check_tf_config()
-        return tf.distribute.MultiWorkerMirroredStrategy()
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu_address)
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)

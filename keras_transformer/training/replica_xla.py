@@ -57,9 +57,7 @@ def train_step(model, data):
     compiled = getattr(model, "_replica_xla_function", None)
     if compiled is None:
         compiled = tf.function(
-            lambda x, y: _loss_sum_and_gradients(
-                model, loss_fn.label_smoothing, x, y
-            ),
+            lambda x, y: _loss_sum_and_gradients(model, loss_fn.label_smoothing, x, y),
             jit_compile=True,
             reduce_retracing=True,
         )

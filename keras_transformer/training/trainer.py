@@ -127,7 +127,7 @@ def run_training(
     keep_checkpoints: int = 5,
     bleu_every_steps: int = 0,
     bleu_max_sentences: int = 500,
-    strategy: str = "default",
+    strategy: "str | tf.distribute.Strategy" = "default",
     num_gpus: int = 0,
     mixed_precision: str = "float32",
     jit_compile: bool = True,
@@ -162,7 +162,9 @@ def run_training(
         bleu_every_steps: dev-set BLEU every this many steps (a multiple of
             `steps_per_checkpoint`); 0 evaluates only at the end.
         bleu_max_sentences: dev sentences translated for BLEU (0: none).
-        strategy, num_gpus: see `distribution.create_strategy`.
+        strategy: a strategy name (with `num_gpus`, see
+            `distribution.create_strategy`) or a `tf.distribute.Strategy`.
+        num_gpus: see `distribution.create_strategy`.
         mixed_precision: see `distribution.set_precision`.
         jit_compile: XLA for the training step.
         seed: seed of initialization, dropout and shuffling.
@@ -191,9 +193,14 @@ def run_training(
     spec = sources.parse_data_spec(data)
     if vocab_size is None and spec.kind == "demo":
         vocab_size = DEMO_VOCAB_SIZE
+    # First: MultiWorkerMirroredStrategy must configure the collective ops
+    # before TensorFlow runs anything.
+    if isinstance(strategy, str):
+        strategy_obj = distribution.create_strategy(strategy, num_gpus)
+    else:
+        strategy_obj = strategy
     keras.utils.set_random_seed(seed)
     distribution.set_precision(mixed_precision)
-    strategy_obj = distribution.create_strategy(strategy, num_gpus)
     write_dir = model_dir
     if not distribution.is_chief(strategy_obj):
         # Other workers write their (identical) copies aside.
@@ -210,7 +217,8 @@ def run_training(
         data_dir=data_dir,
     )
     config = config.replace(vocab_size=tokenizer.vocab_size)
-    distributed = strategy != "default"
+    # Not the default strategy: per-replica (and per-worker) batches.
+    distributed = strategy_obj is not tf.distribute.get_strategy()
     dataset, data_stats = pipeline.make_training_dataset(
         spec,
         tokenizer,

@@ -24,12 +24,8 @@ def _examples(count=300, seed=0, max_tokens=_MAX_LENGTH - 1):
     sources, targets = [], []
     for index in range(count):
         source_length = int(rng.integers(1, max_tokens + 1))
-        target_length = int(
-            np.clip(source_length + rng.integers(-3, 4), 1, max_tokens)
-        )
-        sources.append(
-            [index + 100] + list(rng.integers(4, 90, source_length - 1))
-        )
+        target_length = int(np.clip(source_length + rng.integers(-3, 4), 1, max_tokens))
+        sources.append([index + 100] + list(rng.integers(4, 90, source_length - 1)))
         targets.append(list(rng.integers(4, 90, target_length)))
     return sources, targets
 
@@ -196,9 +192,7 @@ class PaddingEfficiencyTest(test_case.TestCase):
             "source_ids": tf.constant([[5, 3, 0, 0], [5, 6, 7, 3]]),
             "target_ids": tf.constant([[2, 5, 0, 0], [2, 5, 6, 0]]),
         }
-        dataset = tf.data.Dataset.from_tensors(
-            (features, features["target_ids"])
-        )
+        dataset = tf.data.Dataset.from_tensors((features, features["target_ids"]))
         self.assertAllClose(batching.padding_efficiency(dataset), 11 / 16)
 
     def test_empty(self):
@@ -206,12 +200,8 @@ class PaddingEfficiencyTest(test_case.TestCase):
             "source_ids": tf.zeros([0, 4], tf.int32),
             "target_ids": tf.zeros([0, 4], tf.int32),
         }
-        dataset = tf.data.Dataset.from_tensors(
-            (features, features["source_ids"])
-        )
-        with self.assertRaisesRegex(
-            ValueError, "holds no tokens.*Received: batches="
-        ):
+        dataset = tf.data.Dataset.from_tensors((features, features["source_ids"]))
+        with self.assertRaisesRegex(ValueError, "holds no tokens.*Received: batches="):
             batching.padding_efficiency(dataset)
 
 

@@ -32,9 +32,7 @@ class PipelineTest(test_case.TestCase):
         pairs = tf.data.Dataset.from_tensor_slices(
             (["I have two sisters.", ""], ["Ich habe zwei Schwestern.", "Ja"])
         )
-        source_ids, target_ids = pipeline.tokenize_pairs(
-            pairs, tokenizer, batch_size=1
-        )
+        source_ids, target_ids = pipeline.tokenize_pairs(pairs, tokenizer, batch_size=1)
         self.assertEqual(source_ids.dtype, tf.int32)
         self.assertAllEqual(
             source_ids[0], tokenizer.tokenize(["I have two sisters."])[0]
@@ -112,9 +110,7 @@ class PipelineTest(test_case.TestCase):
         for batch, same in zip(first, second):
             self.assertAllEqual(batch, same)
         sources = [
-            s.decode()
-            for batch in first
-            for s in tokenizer.detokenize(batch).numpy()
+            s.decode() for batch in first for s in tokenizer.detokenize(batch).numpy()
         ]
         self.assertCountEqual(sources, [p[1] for p in fixtures.PAIRS])
 

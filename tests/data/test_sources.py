@@ -43,9 +43,7 @@ class ParseDataSpecTest(test_case.TestCase):
             sources.parse_data_spec(spec)
 
     def test_bad_explicit_split(self):
-        with self.assertRaisesRegex(
-            ValueError, "bad item 'valid=x'.*Received: spec="
-        ):
+        with self.assertRaisesRegex(ValueError, "bad item 'valid=x'.*Received: spec="):
             sources.parse_data_spec("text:train=a,valid=x")
         with self.assertRaisesRegex(ValueError, "split train named twice"):
             sources.parse_data_spec("text:train=a,train=b")
@@ -63,9 +61,7 @@ class ParseDataSpecTest(test_case.TestCase):
         ("fr", "en", 32000),
     )
     def test_default_vocab_size(self, src_lang, tgt_lang, expected):
-        self.assertEqual(
-            sources.default_vocab_size(src_lang, tgt_lang), expected
-        )
+        self.assertEqual(sources.default_vocab_size(src_lang, tgt_lang), expected)
 
     def test_default_vocab_size_unknown_pair(self):
         with self.assertRaisesRegex(
@@ -114,9 +110,7 @@ class LoadTextTest(test_case.TestCase):
         self.assertEqual(targets[0], "train en 0")
 
     def test_load_split_is_a_string_dataset(self):
-        dataset = sources.load_split(
-            f"text:{self.path('train')}", "train", "en", "de"
-        )
+        dataset = sources.load_split(f"text:{self.path('train')}", "train", "en", "de")
         self.assertEqual(
             list(dataset.as_numpy_iterator())[1],
             (b"train en 1", b"train de 1"),
@@ -143,12 +137,8 @@ class LoadTextTest(test_case.TestCase):
             sources.load_pairs(f"text:{self.path('train')}", "test", "en", "de")
 
     def test_missing_language_file(self):
-        with self.assertRaisesRegex(
-            FileNotFoundError, "train.fr does not exist"
-        ):
-            sources.load_pairs(
-                f"text:{self.path('train')}", "train", "en", "fr"
-            )
+        with self.assertRaisesRegex(FileNotFoundError, "train.fr does not exist"):
+            sources.load_pairs(f"text:{self.path('train')}", "train", "en", "fr")
 
     def test_tsv_with_sibling_test_file(self):
         fixtures.write(self.path("train.tsv"), "Hello .\tHallo .\n")
@@ -170,8 +160,7 @@ class LoadTextTest(test_case.TestCase):
             sources.load_split(spec, "validation", "en", "de")
         with self.assertRaisesRegex(
             ValueError,
-            "must be two different language codes.*"
-            "Received: src_lang=en, tgt_lang=en",
+            "must be two different language codes.*Received: src_lang=en, tgt_lang=en",
         ):
             sources.load_pairs(spec, "train", "en", "en")
 

@@ -17,9 +17,7 @@ class TextFilesTest(test_case.TestCase):
         # U+2028 and form feeds are not line ends in a corpus: splitting on
         # them (as str.splitlines does) would misalign parallel files.
         path = self.write("a.en", "one\r\ntwo\u2028half\n\x0cthree \n")
-        self.assertEqual(
-            text_files.read_lines(path), ["one", "two\u2028half", "three"]
-        )
+        self.assertEqual(text_files.read_lines(path), ["one", "two\u2028half", "three"])
 
     def test_read_lines_without_final_newline(self):
         path = self.write("a.en", "one\ntwo")
@@ -57,8 +55,7 @@ class TextFilesTest(test_case.TestCase):
         path = self.write("train.de", "gut\nschön\n".encode() + b"sch\xf6n\n")
         with self.assertRaisesRegex(
             ValueError,
-            f"invalid UTF-8 in {path} line 3: byte .*iconv.*"
-            "Received: path=.*line=3",
+            f"invalid UTF-8 in {path} line 3: byte .*iconv.*Received: path=.*line=3",
         ):
             text_files.read_lines(path)
 
@@ -66,8 +63,7 @@ class TextFilesTest(test_case.TestCase):
         path = os.path.join(fixtures.tempdir(self), "train.fr")
         with self.assertRaisesRegex(
             FileNotFoundError,
-            f"Text corpus file {path} does not exist.*PREFIX.SRC_LANG.*"
-            "Received: path=",
+            f"Text corpus file {path} does not exist.*PREFIX.SRC_LANG.*Received: path=",
         ):
             text_files.read_parallel_files(path, path)
 

@@ -62,17 +62,13 @@ class TfdsSourceTest(test_case.TestCase):
                 r"wmt14_translate/de-en, \['de', 'en'\].*Received: tgt_lang=fr",
             ),
         ):
-            tfds_source.load_tfds_split(
-                "wmt14_translate/de-en", "train", "en", "fr"
-            )
+            tfds_source.load_tfds_split("wmt14_translate/de-en", "train", "en", "fr")
 
     def test_unknown_split(self):
         with self.assertRaisesRegex(
             ValueError, "`split` must be one of.*Received: split=valid"
         ):
-            tfds_source.load_tfds_split(
-                "wmt14_translate/de-en", "valid", "en", "de"
-            )
+            tfds_source.load_tfds_split("wmt14_translate/de-en", "valid", "en", "de")
 
     def test_unprepared_data_tells_how_to_prepare_it(self):
         # The real builder, not mocked, on an empty data_dir: no download.

@@ -143,9 +143,7 @@ class SubwordTokenizerTest(test_case.TestCase):
             [_NORMALISED[0].encode(), _NORMALISED[1].encode()],
         )
         ragged = tf.ragged.constant(rows, dtype=tf.int64)
-        self.assertAllEqual(
-            tokenizer.detokenize(ragged), tokenizer.detokenize(dense)
-        )
+        self.assertAllEqual(tokenizer.detokenize(ragged), tokenizer.detokenize(dense))
 
     def test_works_inside_tf_function(self):
         tokenizer = fixtures.tokenizer()
@@ -220,6 +218,4 @@ class SubwordTokenizerTest(test_case.TestCase):
             cwd=folder,
         )
         self.assertEqual(result.returncode, 0, msg=result.stderr)
-        self.assertEqual(
-            result.stdout.strip().split("\n")[-1], "|".join(_NORMALISED)
-        )
+        self.assertEqual(result.stdout.strip().split("\n")[-1], "|".join(_NORMALISED))

@@ -53,9 +53,7 @@ class PrefixTable:
 
     def inputs(self, sentences=None):
         """(initial_ids, state, static) for a subset of the sentences."""
-        sentences = (
-            np.arange(self.batch_size) if sentences is None else sentences
-        )
+        sentences = np.arange(self.batch_size) if sentences is None else sentences
         sentences = tf.cast(sentences, tf.int32)
         batch = tf.shape(sentences)[0]
         state = {"history": tf.zeros([batch, self.max_length], tf.int32)}
@@ -76,9 +74,7 @@ class PrefixTable:
         ended = []
 
         def grow(tokens, log_prob):
-            for token, token_log_prob in enumerate(
-                self.log_probs(sentence, tokens)
-            ):
+            for token, token_log_prob in enumerate(self.log_probs(sentence, tokens)):
                 if not np.isfinite(token_log_prob):
                     continue
                 seq = [*tokens, token]
@@ -185,9 +181,7 @@ class BeamSearchTest(TestCase):
     def test_stops_at_per_sentence_limits_without_eos(self):
         model = PrefixTable(3, max_length=5, seed=2)
         limits = [2, 5, 3]
-        result = self.search(
-            model, limits, beam_size=4, eos_id=-1, num_return=4
-        )
+        result = self.search(model, limits, beam_size=4, eos_id=-1, num_return=4)
         self.assertEqual(model.calls, 5)  # exactly max(limits) steps
         self.assertAllEqual(result.lengths, np.repeat([limits], 4, 0).T)
         for sentence, limit in enumerate(limits):
@@ -293,9 +287,7 @@ class BeamSearchTest(TestCase):
 
         @tf.function(jit_compile=True)
         def search(limits, alpha):
-            return self.search(
-                model, limits, beam_size=4, alpha=alpha, num_return=2
-            )
+            return self.search(model, limits, beam_size=4, alpha=alpha, num_return=2)
 
         result = search(limits, tf.constant(0.6))
         self.assertAllEqual(result.ids, expected.ids)
@@ -316,13 +308,9 @@ class BeamSearchTest(TestCase):
         @tf.function(jit_compile=True)
         def search(limit):
             ids, state, static = tf.fill([2], BOS_ID), {}, {}
-            return beam_search(
-                logits_fn, ids, state, static, vocab_size, 4, limit
-            )
+            return beam_search(logits_fn, ids, state, static, vocab_size, 4, limit)
 
-        hlo = search.experimental_get_compiler_ir(tf.constant(3))(
-            stage="optimized_hlo"
-        )
+        hlo = search.experimental_get_compiler_ir(tf.constant(3))(stage="optimized_hlo")
         sorts = [line for line in hlo.splitlines() if " sort(" in line]
         sorted_sizes = [
             int(size)
@@ -372,15 +360,13 @@ class BeamSearchTest(TestCase):
         {
             "testcase_name": "beam_size",
             "error": ValueError,
-            "message": "`beam_size` must be a positive integer. "
-            "Received: beam_size=0",
+            "message": "`beam_size` must be a positive integer. Received: beam_size=0",
             "overrides": {"beam_size": 0},
         },
         {
             "testcase_name": "num_return_float",
             "error": TypeError,
-            "message": "`num_return` must be a Python int .* "
-            "Received: num_return=1.0",
+            "message": "`num_return` must be a Python int .* Received: num_return=1.0",
             "overrides": {"num_return": 1.0},
         },
         {

@@ -31,9 +31,7 @@ class GreedySearchTest(TestCase):
         for sentence, limit in enumerate(limits):
             tokens, log_prob = reference_greedy(model, sentence, limit)
             self.assertEqual(result.lengths[sentence], len(tokens))
-            self.assertAllEqual(
-                result.ids[sentence], tokens + [0] * (5 - len(tokens))
-            )
+            self.assertAllEqual(result.ids[sentence], tokens + [0] * (5 - len(tokens)))
             self.assertAllClose(result.log_probs[sentence], log_prob)
         lengths = result.lengths.numpy()
         self.assertGreater(len(set(lengths)), 1, "fixture: EOS varies")
@@ -44,9 +42,7 @@ class GreedySearchTest(TestCase):
     def test_runs_to_limits_without_eos(self):
         model = PrefixTable(3, max_length=5, seed=22, eos_bias=5.0)
         limits = [3, 5, 1]
-        result = greedy_search(
-            model.logits_fn, *model.inputs(), limits, eos_id=-1
-        )
+        result = greedy_search(model.logits_fn, *model.inputs(), limits, eos_id=-1)
         self.assertEqual(model.calls, 5)
         self.assertAllEqual(result.lengths, limits)
         for sentence, limit in enumerate(limits):
@@ -67,9 +63,7 @@ class GreedySearchTest(TestCase):
         expected = greedy_search(model.logits_fn, *model.inputs(), limits)
 
         def search(sentences, limits):
-            return greedy_search(
-                model.logits_fn, *model.inputs(sentences), limits
-            )
+            return greedy_search(model.logits_fn, *model.inputs(sentences), limits)
 
         compiled = tf.function(search, jit_compile=True)
         exported = tf.function(

@@ -61,9 +61,7 @@ class TranslatorTest(TestCase):
         result = numpy(translator.translate_ids(tf.constant(source)))
         target = [BOS_ID]
         for _ in range(4 + 4):  # 4 tokens + length_offset
-            logits = model(
-                {"source_ids": source, "target_ids": np.array([target])}
-            )
+            logits = model({"source_ids": source, "target_ids": np.array([target])})
             target.append(int(np.argmax(logits[0, -1])))
             if target[-1] == EOS_ID:
                 break
@@ -105,9 +103,7 @@ class TranslatorTest(TestCase):
     def test_empty_and_invalid_utf8_inputs_are_reported(self):
         translator = tiny_translator()
         bad = b"Hi \xff\xfe there"
-        result = numpy(
-            translator.translate(tf.constant([b"", b"   ", bad, b"Hi"]))
-        )
+        result = numpy(translator.translate(tf.constant([b"", b"   ", bad, b"Hi"])))
         # Empty input: empty output, score 0.
         self.assertAllEqual(result["outputs"][:2], [b"", b""])
         self.assertAllEqual(result["scores"][:2], [0.0, 0.0])
@@ -128,9 +124,7 @@ class TranslatorTest(TestCase):
         for index in (0, 5, 47):
             alone = numpy(translator.translate(tf.constant([many[index]])))
             self.assertEqual(alone["outputs"][0], batch["outputs"][index])
-            self.assertAllClose(
-                alone["scores"][0], batch["scores"][index], atol=1e-4
-            )
+            self.assertAllClose(alone["scores"][0], batch["scores"][index], atol=1e-4)
 
     def test_options_return_sorted_n_best_led_by_the_default(self):
         translator = tiny_translator()
@@ -150,23 +144,15 @@ class TranslatorTest(TestCase):
         translator = tiny_translator(model=models[-1])
         strings = tf.constant(SENTENCES)
         for (alpha, offset), model in zip(settings, models):
-            fixed = tiny_translator(
-                alpha=alpha, length_offset=offset, model=model
-            )
+            fixed = tiny_translator(alpha=alpha, length_offset=offset, model=model)
             expected = numpy(fixed.translate(strings))
-            result = numpy(
-                translator.translate_with_options(strings, alpha, offset, 1)
-            )
+            result = numpy(translator.translate_with_options(strings, alpha, offset, 1))
             self.assertAllEqual(result["outputs"][:, 0], expected["outputs"])
-            self.assertAllClose(
-                result["scores"][:, 0], expected["scores"], atol=1e-5
-            )
+            self.assertAllClose(result["scores"][:, 0], expected["scores"], atol=1e-5)
         # Offset 0: no output is longer than its input (paper: input + 50).
         pieces = fixed.tokenizer.tokenize(strings)
         lengths = fixed.translate_ids(pieces.to_tensor())["lengths"]
-        self.assertAllLessEqual(
-            lengths.numpy() - pieces.row_lengths().numpy(), 0
-        )
+        self.assertAllLessEqual(lengths.numpy() - pieces.row_lengths().numpy(), 0)
 
     def test_options_out_of_range_name_the_option(self):
         translator = tiny_translator()

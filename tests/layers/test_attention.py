@@ -50,18 +50,14 @@ class MultiHeadAttentionTest(TestCase):
         ids = np.array([[5, 6, 7, 0, 0, 0], [5, 6, 7, 8, 9, 10]], "int32")
         mask = layers.padding_mask(ids)
         outputs = layer(x, attention_mask=mask).numpy()
-        expected = numpy_multi_head_attention(
-            layer, x, x, np.asarray(mask)
-        )
+        expected = numpy_multi_head_attention(layer, x, x, np.asarray(mask))
         self.assertAllClose(outputs, expected, atol=1e-4)
 
     def test_masked_keys_get_zero_weight_and_rows_sum_to_one(self):
         layer = self.make_layer()
         x = np.random.default_rng(2).normal(size=(1, 4, 12)).astype("float32")
         mask = layers.padding_mask(np.array([[4, 5, 0, 0]], "int32"))
-        _, weights = layer(
-            x, attention_mask=mask, return_attention_weights=True
-        )
+        _, weights = layer(x, attention_mask=mask, return_attention_weights=True)
         weights = weights.numpy()
         self.assertAllClose(weights.sum(-1), np.ones((1, 4, 4)), atol=1e-5)
         self.assertAllClose(weights[..., 2:], np.zeros((1, 4, 4, 2)))
@@ -69,13 +65,9 @@ class MultiHeadAttentionTest(TestCase):
     def test_causal_weights_are_lower_triangular(self):
         layer = self.make_layer()
         x = np.random.default_rng(3).normal(size=(2, 5, 12)).astype("float32")
-        _, weights = layer(
-            x, use_causal_mask=True, return_attention_weights=True
-        )
+        _, weights = layer(x, use_causal_mask=True, return_attention_weights=True)
         upper = np.triu(np.ones((5, 5)), k=1).astype(bool)
-        self.assertAllClose(
-            weights.numpy()[..., upper], np.zeros((2, 4, 10)), atol=0
-        )
+        self.assertAllClose(weights.numpy()[..., upper], np.zeros((2, 4, 10)), atol=0)
 
     def test_self_attention_cache_equals_full_causal_pass(self):
         layer = self.make_layer()

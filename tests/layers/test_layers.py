@@ -71,9 +71,7 @@ class ScaledEmbeddingTest(TestCase):
 class StackTest(TestCase):
     def test_encoder_and_decoder_config_round_trips(self):
         for cls in (layers.TransformerEncoder, layers.TransformerDecoder):
-            stack = cls(
-                num_layers=2, num_heads=2, d_ff=8, norm_position="pre"
-            )
+            stack = cls(num_layers=2, num_heads=2, d_ff=8, norm_position="pre")
             revived = self.assert_serialization_round_trip(stack)
             self.assertLen(revived.sublayers, 2)
             self.assertIsNotNone(revived.final_norm)

@@ -14,9 +14,7 @@ class SinusoidalPositionalEncodingTest(TestCase):
             for i in range(d_model // 2):
                 angle = pos / 10000 ** (2 * i / d_model)
                 self.assertAllClose(table[pos, 2 * i], math.sin(angle), atol=1e-5)
-                self.assertAllClose(
-                    table[pos, 2 * i + 1], math.cos(angle), atol=1e-5
-                )
+                self.assertAllClose(table[pos, 2 * i + 1], math.cos(angle), atol=1e-5)
 
     def test_adds_encoding_and_extrapolates_past_training_lengths(self):
         layer = layers.SinusoidalPositionalEncoding()

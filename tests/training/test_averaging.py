@@ -38,9 +38,7 @@ class AveragingTest(TestCase):
             [os.path.basename(p) for p in averaging.last_checkpoints(folder, 2)],
             ["ckpt-4.keras", "ckpt-10.keras"],
         )
-        with self.assertRaisesRegex(
-            ValueError, re.escape("num_checkpoints=4")
-        ):
+        with self.assertRaisesRegex(ValueError, re.escape("num_checkpoints=4")):
             averaging.last_checkpoints(folder, 4)
 
     @pytest.mark.slow
@@ -49,10 +47,18 @@ class AveragingTest(TestCase):
         models = write_checkpoints(folder, [1, 2, 3])
         output = os.path.join(folder, "avg.keras")
         result = subprocess.run(
-            [sys.executable, "-m", "keras_transformer.average_checkpoints",
-             f"--model_dir={folder}", "--num_checkpoints=2",
-             f"--output={output}"],
-            capture_output=True, text=True, cwd=ROOT, timeout=120,
+            [
+                sys.executable,
+                "-m",
+                "keras_transformer.average_checkpoints",
+                f"--model_dir={folder}",
+                "--num_checkpoints=2",
+                f"--output={output}",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
         )
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
         averaged = keras.saving.load_model(output, compile=False)
@@ -63,9 +69,17 @@ class AveragingTest(TestCase):
         ):
             self.assertAllClose(got, (b + c) / 2)
         missing = subprocess.run(
-            [sys.executable, "-m", "keras_transformer.average_checkpoints",
-             f"--model_dir={folder}", "--num_checkpoints=9"],
-            capture_output=True, text=True, cwd=ROOT, timeout=120,
+            [
+                sys.executable,
+                "-m",
+                "keras_transformer.average_checkpoints",
+                f"--model_dir={folder}",
+                "--num_checkpoints=9",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
         )
         self.assertEqual(missing.returncode, 1)
         self.assertIn("kept 3 checkpoints", missing.stderr)

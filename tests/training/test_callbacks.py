@@ -21,15 +21,20 @@ class CallbacksTest(TestCase):
         )
         dataset = tf.data.Dataset.from_tensors(global_batch()).repeat()
         return model, model.fit(
-            dataset, epochs=epochs, steps_per_epoch=2,
-            callbacks=callbacks, verbose=0,
+            dataset,
+            epochs=epochs,
+            steps_per_epoch=2,
+            callbacks=callbacks,
+            verbose=0,
         )
 
     def test_keeps_the_newest_checkpoints_and_logs_throughput(self):
         folder = fixtures.tempdir(self)
         _, history = self.fit(
-            [callbacks_lib.KeepLastCheckpoints(folder, keep=2),
-             callbacks_lib.ThroughputLogger()]
+            [
+                callbacks_lib.KeepLastCheckpoints(folder, keep=2),
+                callbacks_lib.ThroughputLogger(),
+            ]
         )
         self.assertEqual(
             [step for step, _ in callbacks_lib.list_checkpoints(folder)],
@@ -37,9 +42,7 @@ class CallbacksTest(TestCase):
         )
         labels = global_batch()[1]
         # Two steps per epoch of the same batch.
-        self.assertEqual(
-            history.history["target_tokens"][-1], 2 * np.sum(labels != 0)
-        )
+        self.assertEqual(history.history["target_tokens"][-1], 2 * np.sum(labels != 0))
         self.assertTrue(all(r > 0 for r in history.history["tokens_per_second"]))
         # The rate of the schedule at the step reached, per epoch.
         schedule = TransformerSchedule(32, warmup_steps=10)
@@ -56,8 +59,12 @@ class CallbacksTest(TestCase):
             return list(lines)  # A perfect "translation".
 
         bleu = callbacks_lib.BleuEvaluator(
-            translate, [fixtures.PAIRS[0][1]], [fixtures.PAIRS[0][1]], "de",
-            every_steps=4, final_step=6,
+            translate,
+            [fixtures.PAIRS[0][1]],
+            [fixtures.PAIRS[0][1]],
+            "de",
+            every_steps=4,
+            final_step=6,
         )
         _, history = self.fit([bleu])
         self.assertEqual(calls, [1, 1])  # steps 4 and 6, not 2

@@ -4,7 +4,7 @@ import tensorflow as tf
 from keras_transformer.training import LabelSmoothedCrossEntropy
 from keras_transformer.training import MaskedTokenAccuracy
 from keras_transformer.training import Perplexity
-from tests.test_case import TestCase
+from tests.test_case import TestCase, eight_replica_strategy
 
 
 def reference_loss(labels, logits, eps, pad_id=0):
@@ -53,15 +53,15 @@ class LabelSmoothedCrossEntropyTest(TestCase):
         )
 
     def test_global_token_normalisation_across_replicas(self):
-        devices = [d.name for d in tf.config.list_logical_devices("CPU")][:2]
-        strategy = tf.distribute.MirroredStrategy(devices)
+        strategy = eight_replica_strategy()
+        devices = strategy.extended.worker_devices
         loss = LabelSmoothedCrossEntropy(0.1)
         # Uneven real-token counts: replica 0 gets sentence 0 (3 tokens),
-        # replica 1 sentences 1 and 2 (5 + 1 tokens).
+        # replica 1 sentences 1 and 2 (5 + 1 tokens), the others nothing.
         shards = [
             (self.labels[:1], self.logits[:1]),
             (self.labels[1:], self.logits[1:]),
-        ]
+        ] + [(self.labels[:0], self.logits[:0])] * (len(devices) - 2)
         values = strategy.experimental_distribute_values_from_function(
             lambda context: shards[context.replica_id_in_sync_group]
         )

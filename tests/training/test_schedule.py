@@ -58,6 +58,9 @@ class TransformerScheduleTest(TestCase):
             (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon),
             (0.9, 0.98, 1e-9),
         )
-        self.assertIsInstance(optimizer.learning_rate_schedule if hasattr(
-            optimizer, "learning_rate_schedule") else optimizer._learning_rate,
-            TransformerSchedule)
+        self.assertIsInstance(
+            optimizer.learning_rate_schedule
+            if hasattr(optimizer, "learning_rate_schedule")
+            else optimizer._learning_rate,
+            TransformerSchedule,
+        )

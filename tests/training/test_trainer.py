@@ -13,7 +13,7 @@ from keras_transformer.training import distribution
 from keras_transformer.training import trainer
 from keras_transformer.training.schedule import TransformerSchedule
 from tests.data import fixtures
-from tests.test_case import TestCase
+from tests.test_case import TestCase, eight_replica_strategy
 
 VOCAB = 50
 
@@ -87,7 +87,7 @@ class TrainerTest(TestCase):
         initial = single.get_weights()
         single.fit(dataset, epochs=1, verbose=0)
 
-        strategy = distribution.create_strategy("mirrored", num_gpus=8)
+        strategy = eight_replica_strategy()
         self.assertEqual(strategy.num_replicas_in_sync, 8)
         with strategy.scope():
             mirrored = trainer.compile_for_training(
@@ -132,9 +132,7 @@ class TrainerTest(TestCase):
             verbose=0,
         )
         with self.assertRaisesRegex(KeyboardInterrupt, "killed at step 5"):
-            trainer.run_training(
-                tiny_config(), extra_callbacks=(CrashAt(5),), **kwargs
-            )
+            trainer.run_training(tiny_config(), extra_callbacks=(CrashAt(5),), **kwargs)
         recorder = FirstStepRecorder()
         result = trainer.run_training(
             tiny_config(), extra_callbacks=(recorder,), **kwargs
@@ -149,15 +147,33 @@ class TrainerTest(TestCase):
             TransformerSchedule(32, warmup_steps=4)(6),
         )
         self.assertEqual(
-            [step for step, _ in callbacks_lib.list_checkpoints(
-                result.checkpoint_dir
-            )],
+            [step for step, _ in callbacks_lib.list_checkpoints(result.checkpoint_dir)],
             [4, 6],
         )
         self.assertTrue(tf.io.gfile.listdir(result.log_dir))
         # Rerunning a finished run trains no further.
         again = trainer.run_training(tiny_config(), **kwargs)
         self.assertEqual(again.step, 6)
+
+    def test_trains_on_eight_replicas_with_per_replica_token_batches(self):
+        folder = fixtures.tempdir(self)
+        result = trainer.run_training(
+            tiny_config(),
+            data=write_corpus(folder),
+            src_lang="en",
+            tgt_lang="de",
+            model_dir=os.path.join(folder, "run"),
+            train_steps=2,
+            warmup_steps=2,
+            batch_tokens=2048,
+            vocab_size=fixtures.VOCAB_SIZE,
+            steps_per_checkpoint=2,
+            bleu_max_sentences=4,
+            strategy=eight_replica_strategy(),
+            verbose=0,
+        )
+        self.assertEqual(result.step, 2)
+        self.assertIsNotNone(result.dev_bleu)
 
     def test_nan_loss_stops_with_a_clear_error(self):
         folder = fixtures.tempdir(self)
@@ -180,6 +196,21 @@ class TrainerTest(TestCase):
                 jit_compile=False,
                 verbose=0,
             )
+
+    def test_strategies_by_name(self):
+        self.assertEqual(
+            distribution.create_strategy("mirrored", 2).num_replicas_in_sync, 2
+        )
+        self.assertIsInstance(
+            distribution.create_strategy("one_device"),
+            tf.distribute.OneDeviceStrategy,
+        )
+        with self.assertRaisesRegex(ValueError, "strategy='horovod'"):
+            distribution.create_strategy("horovod")
+        with self.assertRaisesRegex(ValueError, "num_gpus=9"):
+            distribution.create_strategy("mirrored", 9)
+        with self.assertRaisesRegex(ValueError, "TF_CONFIG"):
+            distribution.create_strategy("multi_worker")
 
     def test_step_settings_are_checked(self):
         with self.assertRaisesRegex(

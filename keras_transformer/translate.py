@@ -1,0 +1,53 @@
+r"""Translates sentences for people: arguments, a file or stdin -> stdout.
+
+  python -m keras_transformer.translate --model=runs/demo "The queen works."
+  python -m keras_transformer.translate --model=runs/demo --input=news.en
+  cat news.en | python -m keras_transformer.translate --model=/models/t/1
+
+`--model` is a training directory, a `.keras` checkpoint or a SavedModel.
+One translation per line; files show a progress bar on stderr.
+"""
+
+import sys
+
+from absl import app, flags
+
+from keras_transformer.commands import fail, progress_printer
+from keras_transformer.data.text_files import read_lines
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string(
+    "model", None, "Training directory, .keras file or SavedModel directory."
+)
+flags.DEFINE_string(
+    "vocab", None, "Sentencepiece model for a .keras model (default: found beside it)."
+)
+flags.DEFINE_string(
+    "input",
+    None,
+    "File of sentences, one per line (default: the arguments, else stdin).",
+)
+flags.DEFINE_integer("batch_size", 32, "Sentences per batch.", lower_bound=1)
+flags.mark_flag_as_required("model")
+
+
+def main(argv):
+    from keras_transformer import inference
+
+    try:
+        if len(argv) > 1:
+            sentences, on_batch = argv[1:], None
+        elif FLAGS.input:
+            sentences, on_batch = read_lines(FLAGS.input), progress_printer()
+        else:
+            sentences, on_batch = sys.stdin.read().splitlines(), None
+        translator = inference.load_translator(FLAGS.model, FLAGS.vocab)
+    except (ValueError, FileNotFoundError, TypeError) as error:
+        return fail("translate", error)
+    for line in translator.translate(sentences, FLAGS.batch_size, on_batch):
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    app.run(main)

@@ -1,0 +1,1 @@
+"""Pictures of what the model does: attention heat maps."""

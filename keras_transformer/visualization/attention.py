@@ -1,0 +1,134 @@
+"""Attention heat maps of one sentence, like the paper's Figures 3-5.
+
+Shape legend: N heads, S source length, T target length.
+"""
+
+import dataclasses
+
+import numpy as np
+import tensorflow as tf
+
+from keras_transformer import tokens
+
+# Kind of attention -> (title, rows, columns) of its maps.
+KINDS = {
+    "encoder": ("Encoder self-attention", "source", "source"),
+    "decoder": ("Decoder self-attention", "target", "target_input"),
+    "cross": ("Encoder-decoder attention", "target", "source"),
+}
+
+
+@dataclasses.dataclass
+class AttentionMaps:
+    """The attention weights of every layer for one sentence pair.
+
+    Attributes:
+        source: source pieces, EOS included (S).
+        target_input: decoder input pieces, BOS first (T).
+        target: the predicted pieces, EOS included (T): row i of the
+            decoder maps is the query that predicts `target[i]`.
+        encoder: per layer, float [N, S, S].
+        decoder: per layer, float [N, T, T] (causal: lower-triangular).
+        cross: per layer, float [N, T, S].
+    """
+
+    source: list
+    target_input: list
+    target: list
+    encoder: list
+    decoder: list
+    cross: list
+
+
+def attention_maps(model, tokenizer, sentence: str, target_ids=None):
+    """Runs `model` on `sentence` and its translation, keeping the weights.
+
+    Args:
+        model: a `keras_transformer.Transformer`.
+        tokenizer: its `SubwordTokenizer`.
+        sentence: the source sentence.
+        target_ids: the translation's ids, EOS included; default: the
+            model's own beam-search translation.
+
+    Returns:
+        `AttentionMaps`.
+    """
+    from keras_transformer.decoding.translator import Translator
+
+    pieces = tokenizer.tokenize(tf.constant([sentence]))[0].numpy().tolist()
+    source_ids = np.array([pieces + [tokens.EOS_ID]], np.int32)  # [1, S]
+    if target_ids is None:
+        translator = Translator(model, tokenizer)  # Kept alive for the call.
+        result = translator.translate_ids(source_ids)
+        length = int(result["lengths"][0])
+        target_ids = result["output_ids"][0, :length].numpy().tolist()
+    target_ids = list(target_ids)
+    target_input = np.array([[tokens.BOS_ID] + target_ids[:-1]], np.int32)
+    memory, memory_mask, encoder = model.encode(
+        source_ids, return_attention_weights=True
+    )
+    _, decoder = model.decode(
+        target_input, memory, memory_mask, return_attention_weights=True
+    )
+    return AttentionMaps(
+        source=tokenizer.id_to_piece(source_ids[0]),
+        target_input=tokenizer.id_to_piece(target_input[0]),
+        target=tokenizer.id_to_piece(target_ids),
+        encoder=[np.asarray(w[0]) for w in encoder],
+        decoder=[np.asarray(layer["self"][0]) for layer in decoder],
+        cross=[np.asarray(layer["cross"][0]) for layer in decoder],
+    )
+
+
+def plot_heads(maps: AttentionMaps, kind: str, layer: int, path: str):
+    """Saves one PNG with a heat map per head of one layer.
+
+    Args:
+        maps: from `attention_maps`.
+        kind: "encoder", "decoder" or "cross".
+        layer: layer index (0-based; negative counts from the top).
+        path: the PNG file to write.
+
+    Returns:
+        The matplotlib figure (closed after saving; for inspection).
+
+    Raises:
+        ValueError: for an unknown kind or a layer out of range.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    if kind not in KINDS:
+        raise ValueError(
+            f"`kind` must be one of {sorted(KINDS)}. Received: kind={kind!r}"
+        )
+    weights = getattr(maps, kind)
+    if not -len(weights) <= layer < len(weights):
+        raise ValueError(
+            f"The model has {len(weights)} layers; `layer` must be in "
+            f"[0, {len(weights) - 1}]. Received: layer={layer}"
+        )
+    heads = weights[layer]  # [N, rows, columns]
+    title, rows, columns = KINDS[kind]
+    row_labels, column_labels = getattr(maps, rows), getattr(maps, columns)
+    num_heads = heads.shape[0]
+    grid = int(np.ceil(np.sqrt(num_heads)))
+    size = 0.3 * max(len(row_labels), len(column_labels)) + 2
+    figure, axes = plt.subplots(
+        grid, grid, figsize=(size * grid, size * grid), squeeze=False
+    )
+    for head, axis in enumerate(axes.flat):
+        if head >= num_heads:
+            axis.axis("off")
+            continue
+        axis.imshow(heads[head], cmap="viridis", vmin=0.0, vmax=1.0)
+        axis.set_title(f"head {head + 1}")
+        axis.set_xticks(range(len(column_labels)), column_labels, rotation=90)
+        axis.set_yticks(range(len(row_labels)), row_labels)
+    figure.suptitle(f"{title}, layer {layer % len(weights) + 1}")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return figure

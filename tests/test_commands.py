@@ -1,0 +1,135 @@
+"""End-to-end tests of the evaluate and translate commands."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+import sacrebleu
+
+from keras_transformer import serving
+from keras_transformer.decoding.translator import Translator
+from tests.data import fixtures
+from tests.decoding.test_translator import tiny_model
+from tests.test_case import TestCase
+
+ROOT = os.path.dirname(os.path.dirname(__file__))
+SENTENCES = [source for source, _ in fixtures.PAIRS[:6]]
+
+
+def run(module, *args, stdin=None):
+    return subprocess.run(
+        [sys.executable, "-m", f"keras_transformer.{module}", *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        input=stdin,
+        timeout=180,
+    )
+
+
+@pytest.mark.slow
+class CommandsTest(TestCase):
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.folder = tempfile.mkdtemp()
+        cls.model_dir = os.path.join(cls.folder, "run")
+        os.makedirs(cls.model_dir)
+        model = tiny_model()
+        model.save(os.path.join(cls.model_dir, "model.keras"))
+        vocab = os.path.join(cls.model_dir, "vocab.model")
+        with open(fixtures.model_path(), "rb") as src, open(vocab, "wb") as dst:
+            dst.write(src.read())
+        translator = Translator(model, fixtures.tokenizer(), length_offset=4)
+        cls.export = serving.export_translator(
+            translator, serving.serving_path(cls.folder, "tiny", 1)
+        )
+        cls.src = fixtures.write(
+            os.path.join(cls.folder, "test.en"),
+            "".join(s + "\n" for s in SENTENCES),
+        )
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.folder, ignore_errors=True)
+        super().tearDownClass()
+
+    def test_evaluate_scores_what_translate_outputs(self):
+        translated = run(
+            "translate", f"--model={self.model_dir}", f"--input={self.src}"
+        )
+        self.assertEqual(translated.returncode, 0, translated.stderr[-2000:])
+        lines = translated.stdout.splitlines()
+        self.assertLen(lines, len(SENTENCES))
+        self.assertIn(f"{len(SENTENCES)}/{len(SENTENCES)} sentences", translated.stderr)
+        references = [target for _, target in fixtures.PAIRS[:6]]
+        ref = fixtures.write(
+            os.path.join(self.folder, "ref.de"),
+            "".join(line + "\n" for line in references),
+        )
+        output = os.path.join(self.folder, "hyp.de")
+        evaluated = run(
+            "evaluate",
+            f"--model={self.model_dir}",
+            f"--src={self.src}",
+            f"--ref={ref}",
+            f"--output={output}",
+        )
+        self.assertEqual(evaluated.returncode, 0, evaluated.stderr[-2000:])
+        scores = json.loads(evaluated.stdout.strip().splitlines()[-1])
+        # The command's score is sacrebleu's on the same (detokenized) text.
+        self.assertAlmostEqual(
+            scores["bleu"], sacrebleu.corpus_bleu(lines, [references]).score
+        )
+        self.assertEqual(scores["num_sentences"], len(SENTENCES))
+        self.assertIn("nrefs:1", scores["signature"])
+        self.assertIn("BLEU", evaluated.stderr)
+        with open(output, encoding="utf-8") as file:
+            self.assertEqual(file.read(), translated.stdout)
+
+    def test_saved_model_and_arguments_translate_alike(self):
+        # The export was made with length_offset=4; the model_dir default
+        # is 50, so compare the export with itself across input forms.
+        by_argument = run("translate", f"--model={self.export}", *SENTENCES[:2])
+        by_stdin = run(
+            "translate",
+            f"--model={os.path.dirname(self.export)}",
+            stdin="\n".join(SENTENCES[:2]) + "\n",
+        )
+        self.assertEqual(by_argument.returncode, 0, by_argument.stderr[-2000:])
+        self.assertEqual(by_argument.stdout, by_stdin.stdout)
+        self.assertLen(by_argument.stdout.splitlines(), 2)
+
+    def test_clear_errors(self):
+        missing = run("translate", "--model=/nonexistent/model", "Hi.")
+        self.assertEqual(missing.returncode, 1)
+        self.assertIn("model=/nonexistent/model", missing.stderr)
+        self.assertNotIn("Traceback", missing.stderr)
+        empty = fixtures.write(os.path.join(self.folder, "empty.en"), "")
+        result = run(
+            "evaluate", f"--model={self.model_dir}", f"--src={empty}", f"--ref={empty}"
+        )
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("empty", result.stderr)
+        self.assertNotIn("Traceback", result.stderr)
+        short = fixtures.write(os.path.join(self.folder, "one.de"), "Eins.\n")
+        result = run(
+            "evaluate",
+            f"--model={self.model_dir}",
+            f"--src={self.src}",
+            f"--ref={short}",
+        )
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("has 6 lines", result.stderr)
+        no_model = run(
+            "evaluate",
+            f"--model={self.folder}/test.en.d",
+            f"--src={self.src}",
+            f"--ref={self.src}",
+        )
+        self.assertIn("does not exist", no_model.stderr)
