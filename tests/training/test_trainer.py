@@ -112,30 +112,36 @@ class TrainerTest(TestCase):
             moved += int(np.any(np.abs(want - start) > 1e-6))
         self.assertGreater(moved, len(initial) // 2)
 
+    def run_training(self, folder, **overrides):
+        """`trainer.run_training` of the tiny model on the fixture corpus."""
+        arguments = {
+            "data": write_corpus(folder),
+            "src_lang": "en",
+            "tgt_lang": "de",
+            "model_dir": os.path.join(folder, "run"),
+            "warmup_steps": 4,
+            "batch_tokens": 64,
+            "vocab_size": fixtures.VOCAB_SIZE,
+            "steps_per_checkpoint": 2,
+            "bleu_max_sentences": 0,
+            "jit_compile": False,
+            "verbose": 0,
+            **overrides,
+        }
+        return trainer.run_training(tiny_config(), **arguments)
+
     def test_resumes_after_a_crash_where_it_stopped(self):
         folder = fixtures.tempdir(self)
-        data = write_corpus(folder)
-        model_dir = os.path.join(folder, "run")
-        kwargs = dict(
-            data=data,
-            src_lang="en",
-            tgt_lang="de",
-            model_dir=model_dir,
-            train_steps=6,
-            warmup_steps=4,
-            batch_tokens=64,
-            vocab_size=fixtures.VOCAB_SIZE,
-            steps_per_checkpoint=2,
-            keep_checkpoints=2,
-            bleu_max_sentences=0,
-            jit_compile=False,
-            verbose=0,
-        )
         with self.assertRaisesRegex(KeyboardInterrupt, "killed at step 5"):
-            trainer.run_training(tiny_config(), extra_callbacks=(CrashAt(5),), **kwargs)
+            self.run_training(
+                folder,
+                train_steps=6,
+                keep_checkpoints=2,
+                extra_callbacks=(CrashAt(5),),
+            )
         recorder = FirstStepRecorder()
-        result = trainer.run_training(
-            tiny_config(), extra_callbacks=(recorder,), **kwargs
+        result = self.run_training(
+            folder, train_steps=6, keep_checkpoints=2, extra_callbacks=(recorder,)
         )
         # Resumed from the checkpoint of step 4: one step of work lost.
         self.assertEqual(recorder.first_step, 4)
@@ -146,55 +152,35 @@ class TrainerTest(TestCase):
             model.optimizer.learning_rate,
             TransformerSchedule(32, warmup_steps=4)(6),
         )
-        self.assertEqual(
-            [step for step, _ in callbacks_lib.list_checkpoints(result.checkpoint_dir)],
-            [4, 6],
-        )
+        checkpoints = callbacks_lib.list_checkpoints(result.checkpoint_dir)
+        self.assertEqual([step for step, _ in checkpoints], [4, 6])
         self.assertTrue(tf.io.gfile.listdir(result.log_dir))
         # Rerunning a finished run trains no further.
-        again = trainer.run_training(tiny_config(), **kwargs)
+        again = self.run_training(folder, train_steps=6, keep_checkpoints=2)
         self.assertEqual(again.step, 6)
 
     def test_trains_on_eight_replicas_with_per_replica_token_batches(self):
-        folder = fixtures.tempdir(self)
-        result = trainer.run_training(
-            tiny_config(),
-            data=write_corpus(folder),
-            src_lang="en",
-            tgt_lang="de",
-            model_dir=os.path.join(folder, "run"),
+        result = self.run_training(
+            fixtures.tempdir(self),
             train_steps=2,
-            warmup_steps=2,
             batch_tokens=2048,
-            vocab_size=fixtures.VOCAB_SIZE,
-            steps_per_checkpoint=2,
             bleu_max_sentences=4,
             strategy=eight_replica_strategy(),
-            verbose=0,
+            jit_compile=True,
         )
         self.assertEqual(result.step, 2)
         self.assertIsNotNone(result.dev_bleu)
 
     def test_nan_loss_stops_with_a_clear_error(self):
-        folder = fixtures.tempdir(self)
         with self.assertRaisesRegex(
             FloatingPointError, "NaN or infinite at step .*learning_rate_scale"
         ):
-            trainer.run_training(
-                tiny_config(),
-                data=write_corpus(folder),
-                src_lang="en",
-                tgt_lang="de",
-                model_dir=os.path.join(folder, "run"),
+            self.run_training(
+                fixtures.tempdir(self),
                 train_steps=4,
                 warmup_steps=1,
-                batch_tokens=64,
-                vocab_size=fixtures.VOCAB_SIZE,
                 learning_rate_scale=1e30,
                 steps_per_checkpoint=4,
-                bleu_max_sentences=0,
-                jit_compile=False,
-                verbose=0,
             )
 
     def test_strategies_by_name(self):

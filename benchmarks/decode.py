@@ -1,0 +1,66 @@
+r"""Beam-search throughput (beam 4, 40 steps, EOS disabled); JSON lines.
+
+  python benchmarks/decode.py --config=small --batch_sizes=1,8,32
+
+For each batch size: through Python (`tf.function`) and through a reloaded
+SavedModel, each with and without XLA; also checks that both paths return
+the same hypotheses.
+"""
+
+import json
+import os
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import app, flags  # noqa: E402
+
+from benchmarks import workloads  # noqa: E402
+
+flags.DEFINE_enum("config", "small", ["small", "base"], "Model size.")
+flags.DEFINE_list("batch_sizes", ["1", "8", "32"], "Sentences per call.")
+flags.DEFINE_list("paths", ["python", "saved_model"], "Where to decode.")
+flags.DEFINE_list("xla", ["false", "true"], "jit_compile settings.")
+flags.DEFINE_integer("warmup", 1, "Untimed calls.")
+flags.DEFINE_integer("steps", 2, "Timed calls.")
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    del argv
+    model = workloads.build_model(FLAGS.config)
+    steps = workloads.DECODE["steps"]
+    for batch in map(int, FLAGS.batch_sizes):
+        outputs = {}
+        for xla in (value == "true" for value in FLAGS.xla):
+            for path in FLAGS.paths:
+                folder = tempfile.mkdtemp() if path == "saved_model" else None
+                call, _ = workloads.decode_fn(model, xla, batch, folder)
+                median, first = workloads.time_calls(
+                    call, FLAGS.warmup, FLAGS.steps
+                )
+                outputs[(path, xla)] = call()
+                print(json.dumps({
+                    "benchmark": "decode",
+                    "config": FLAGS.config,
+                    "batch": batch,
+                    "beam": workloads.DECODE["beam"],
+                    "path": path,
+                    "jit_compile": xla,
+                    "median_s": round(median, 4),
+                    "first_call_s": round(first, 2),
+                    "sentences_per_s": round(batch / median, 2),
+                    "gen_tokens_per_s": round(batch * steps / median, 1),
+                    "peak_rss_mib": round(workloads.peak_rss_mib()),
+                }), flush=True)
+        same = all(
+            (value == next(iter(outputs.values()))).all()
+            for value in outputs.values()
+        )
+        print(json.dumps({"benchmark": "decode", "batch": batch,
+                          "all_paths_identical": bool(same)}), flush=True)
+
+
+if __name__ == "__main__":
+    app.run(main)

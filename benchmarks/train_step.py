@@ -1,0 +1,42 @@
+r"""Training-step throughput on the peer harness's workload; one JSON line.
+
+  python benchmarks/train_step.py --config=small [--jit_compile] [--steps=3]
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from absl import app, flags  # noqa: E402
+
+from benchmarks import workloads  # noqa: E402
+
+flags.DEFINE_enum("config", "small", ["small", "base"], "Model size.")
+flags.DEFINE_bool("jit_compile", False, "XLA for the training step.")
+flags.DEFINE_integer("warmup", 1, "Untimed calls.")
+flags.DEFINE_integer("steps", 3, "Timed calls.")
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    del argv
+    model = workloads.build_model(FLAGS.config)
+    step = workloads.train_step_fn(model, FLAGS.jit_compile)
+    median, first = workloads.time_calls(step, FLAGS.warmup, FLAGS.steps)
+    tokens = workloads.TRAIN["batch"] * workloads.TRAIN["tgt_len"]
+    print(json.dumps({
+        "benchmark": "train_step",
+        "config": FLAGS.config,
+        "jit_compile": FLAGS.jit_compile,
+        "params": model.count_params(),
+        "median_s": round(median, 4),
+        "first_call_s": round(first, 2),
+        "tgt_tokens_per_s": round(tokens / median, 1),
+        "peak_rss_mib": round(workloads.peak_rss_mib()),
+    }))
+
+
+if __name__ == "__main__":
+    app.run(main)

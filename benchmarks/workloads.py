@@ -1,0 +1,137 @@
+"""The peer harness's workloads (`../shared/bench/peers/common.py`) on our
+package: one Adam step on 64 x 32 + 64 x 32 tokens, and beam 4 over 32
+sentences of 32 tokens for exactly 40 decoder steps (EOS disabled).
+
+Used by `train_step.py`, `decode.py` and the harness row
+`peers/keras_transformer_peer.py`, so all three time the same code.
+"""
+
+import os
+import time
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+import keras_transformer as kt  # noqa: E402
+from keras_transformer import serving, tokens  # noqa: E402
+from keras_transformer.decoding.beam_search import beam_search  # noqa: E402
+from keras_transformer.training import trainer  # noqa: E402
+
+# As `CONFIGS`, `TRAIN`, `DECODE` of the harness's peers/common.py.
+CONFIGS = {
+    "base": dict(d_model=512, num_heads=8, d_ff=2048, num_layers=6, vocab_size=32000),
+    "small": dict(d_model=256, num_heads=4, d_ff=1024, num_layers=3, vocab_size=8000),
+}
+TRAIN = dict(batch=64, src_len=32, tgt_len=32)
+DECODE = dict(batch=32, src_len=32, beam=4, steps=40)
+FIRST_TOKEN_ID = 4  # random ids avoid the special ids 0-3
+
+
+def build_model(config_name: str, seed: int = 0):
+    """The paper's model (post-norm, dropout 0.1, label smoothing 0.1,
+    shared embeddings) at the harness's size."""
+    import keras
+
+    keras.utils.set_random_seed(seed)
+    config = kt.TransformerConfig.preset("base", **CONFIGS[config_name])
+    return kt.build_transformer(config)
+
+
+def train_step_fn(model, jit_compile: bool, seed: int = 0):
+    """A function that runs one optimizer step and waits for it."""
+    config = model.config
+    rng = np.random.default_rng(seed)
+    shape = (TRAIN["batch"], TRAIN["src_len"])
+    source = rng.integers(FIRST_TOKEN_ID, config.vocab_size, shape, np.int32)
+    target = rng.integers(
+        FIRST_TOKEN_ID, config.vocab_size, (TRAIN["batch"], TRAIN["tgt_len"] + 1),
+        np.int32,
+    )
+    features = {"source_ids": source, "target_ids": target[:, :-1]}
+    labels = target[:, 1:]
+    trainer.compile_for_training(model, warmup_steps=4000, jit_compile=jit_compile)
+
+    def step():
+        model.train_on_batch(features, labels)  # Returns numpy: synced.
+
+    return step
+
+
+class FixedLengthDecoder(tf.Module):
+    """Encoder + cached beam search for exactly `DECODE["steps"]` steps
+    (EOS disabled), on token ids; exportable as a SavedModel."""
+
+    def __init__(self, model, jit_compile: bool):
+        super().__init__()
+        self.model_weights = [w.value for w in model.weights]
+        self._model = [model]  # Untracked: only the weights are saved.
+        self.search = tf.function(
+            self._search,
+            input_signature=[tf.TensorSpec([None, None], tf.int32)],
+            jit_compile=jit_compile,
+            autograph=False,
+        )
+
+    def _search(self, source_ids):
+        model = self._model[0]
+        memory, memory_mask = model.encode(source_ids)
+        self_cache, cross_cache = model.initial_decoding_state(
+            memory, DECODE["steps"]
+        )
+        batch = tf.shape(source_ids)[0]
+        result = beam_search(
+            lambda ids, step, state, static: model.decode_step(
+                ids, step, state, static[0], static[1]
+            ),
+            initial_ids=tf.fill([batch], tokens.BOS_ID),
+            state=self_cache,
+            static=(cross_cache, memory_mask),
+            vocab_size=model.config.vocab_size,
+            beam_size=DECODE["beam"],
+            max_decode_length=tf.fill([batch], DECODE["steps"]),
+            eos_id=-1,  # Never generated: every hypothesis runs all steps.
+        )
+        return result.ids, result.scores
+
+
+def decode_fn(model, jit_compile: bool, batch: int, saved_model_dir=None):
+    """A function that runs one beam-search call and waits for it; through
+    a SavedModel when `saved_model_dir` is given (exported there first)."""
+    decoder = FixedLengthDecoder(model, jit_compile)
+    search = decoder.search
+    if saved_model_dir:
+        tf.saved_model.save(decoder, saved_model_dir)
+        search = serving.load_exported(saved_model_dir).search
+    rng = np.random.default_rng(0)
+    source = rng.integers(
+        FIRST_TOKEN_ID, model.config.vocab_size, (batch, DECODE["src_len"]), np.int32
+    )
+    source[:, -1] = tokens.EOS_ID
+
+    def step():
+        ids, _ = search(tf.constant(source))
+        return ids.numpy()
+
+    return step, decoder
+
+
+def time_calls(fn, warmup: int, steps: int):
+    """(median seconds of `steps` timed calls after `warmup`, first call s)."""
+    times = []
+    first = None
+    for index in range(warmup + steps):
+        start = time.perf_counter()
+        fn()
+        elapsed = time.perf_counter() - start
+        first = elapsed if first is None else first
+        if index >= warmup:
+            times.append(elapsed)
+    return float(np.median(times)), first
+
+
+def peak_rss_mib() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
