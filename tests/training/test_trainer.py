@@ -5,6 +5,7 @@ import re
 
 import keras
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from keras_transformer import TransformerConfig, build_transformer
@@ -72,6 +73,7 @@ class FirstStepRecorder(keras.callbacks.Callback):
 
 
 class TrainerTest(TestCase):
+    @pytest.mark.slow
     def test_eight_replicas_take_the_single_device_step(self):
         config = tiny_config(dropout=0.0, attention_dropout=0.0)
         features, labels = global_batch()
@@ -130,6 +132,7 @@ class TrainerTest(TestCase):
         }
         return trainer.run_training(tiny_config(), **arguments)
 
+    @pytest.mark.slow
     def test_resumes_after_a_crash_where_it_stopped(self):
         folder = fixtures.tempdir(self)
         with self.assertRaisesRegex(KeyboardInterrupt, "killed at step 5"):
@@ -159,6 +162,7 @@ class TrainerTest(TestCase):
         again = self.run_training(folder, train_steps=6, keep_checkpoints=2)
         self.assertEqual(again.step, 6)
 
+    @pytest.mark.slow
     def test_trains_on_eight_replicas_with_per_replica_token_batches(self):
         result = self.run_training(
             fixtures.tempdir(self),
@@ -171,6 +175,7 @@ class TrainerTest(TestCase):
         self.assertEqual(result.step, 2)
         self.assertIsNotNone(result.dev_bleu)
 
+    @pytest.mark.slow
     def test_nan_loss_stops_with_a_clear_error(self):
         with self.assertRaisesRegex(
             FloatingPointError, "NaN or infinite at step .*learning_rate_scale"
