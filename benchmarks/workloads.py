@@ -69,6 +69,7 @@ class FixedLengthDecoder(tf.Module):
         super().__init__()
         self.model_weights = [w.value for w in model.weights]
         self._model = [model]  # Untracked: only the weights are saved.
+        self.jit_compile = jit_compile
         self.search = tf.function(
             self._search,
             input_signature=[tf.TensorSpec([None, None], tf.int32)],
@@ -79,11 +80,15 @@ class FixedLengthDecoder(tf.Module):
     def _search(self, source_ids):
         model = self._model[0]
         memory, memory_mask = model.encode(source_ids)
-        self_cache, cross_cache = model.initial_decoding_state(memory, DECODE["steps"])
+        # XLA needs fixed-size caches; without it, growing ones copy less.
+        fixed_size = self.jit_compile
+        self_cache, cross_cache = model.initial_decoding_state(
+            memory, DECODE["steps"] if fixed_size else None
+        )
         batch = tf.shape(source_ids)[0]
         result = beam_search(
             lambda ids, step, state, static: model.decode_step(
-                ids, step, state, static[0], static[1]
+                ids, step, state, static[0], static[1], append_to_cache=not fixed_size
             ),
             initial_ids=tf.fill([batch], tokens.BOS_ID),
             state=self_cache,
@@ -92,6 +97,10 @@ class FixedLengthDecoder(tf.Module):
             beam_size=DECODE["beam"],
             max_decode_length=tf.fill([batch], DECODE["steps"]),
             eos_id=-1,  # Never generated: every hypothesis runs all steps.
+            state_shape_invariants=(
+                None if fixed_size else kt.layers.cache_shape_invariants(self_cache)
+            ),
+            tile_static=False,
         )
         return result.ids, result.scores
 

@@ -184,17 +184,20 @@ class Transformer(keras.Model):
             return self._logits(outputs[0]), outputs[1]
         return self._logits(outputs)
 
-    def initial_decoding_state(self, memory, max_length):
+    def initial_decoding_state(self, memory, max_length=None):
         """Caches for `decode_step`.
 
         Args:
             memory: [B, S, D] encoder output.
-            max_length: number of decoder steps the self-attention caches
-                hold (an int or a scalar tensor).
+            max_length: number of decoder steps fixed-size self-attention
+                caches hold (an int or a scalar tensor): static shapes, as
+                XLA needs. None gives growing caches (decode with
+                `append_to_cache=True`), cheaper without XLA: a step copies
+                the positions decoded so far rather than `max_length`.
 
         Returns:
             `(self_attention_cache, cross_attention_cache)`: per-layer lists of
-            dicts; the first grows step by step (and must follow the
+            dicts; the first fills step by step (and must follow the
             hypotheses in beam search), the second holds the encoder
             keys/values, projected once.
         """
@@ -211,6 +214,7 @@ class Transformer(keras.Model):
         self_attention_cache,
         cross_attention_cache,
         memory_mask,
+        append_to_cache=False,
     ):
         """Decodes one position with the caches (incremental decoding).
 
@@ -221,6 +225,10 @@ class Transformer(keras.Model):
                 call.
             cross_attention_cache: from `initial_decoding_state`.
             memory_mask: bool [B, 1, S].
+            append_to_cache: True for growing caches (`max_length=None` in
+                `initial_decoding_state`; a `tf.while_loop` over the steps
+                needs `layers.cache_shape_invariants`), False to write
+                fixed-size caches at `step`.
 
         Returns:
             `(logits float32 [B, V], updated self_attention_cache)`: the
@@ -232,7 +240,7 @@ class Transformer(keras.Model):
             y,
             memory_mask=memory_mask,
             self_attention_cache=self_attention_cache,
-            cache_index=step,
+            cache_index=None if append_to_cache else step,
             cross_attention_cache=cross_attention_cache,
         )
         return self._logits(y)[:, 0, :], new_cache

@@ -103,14 +103,22 @@ class TransformerModelTest(TestCase):
             target = self.random_ids((3, 6), 40, seed=1)
             full = self.call(model, source, target)
             memory, memory_mask = model.encode(source)
-            self_cache, cross_cache = model.initial_decoding_state(memory, 6)
-            steps = []
-            for t in range(6):
-                logits, self_cache = model.decode_step(
-                    target[:, t], t, self_cache, cross_cache, memory_mask
+            for max_length in (6, None):  # fixed-size, then growing caches
+                self_cache, cross_cache = model.initial_decoding_state(
+                    memory, max_length
                 )
-                steps.append(logits.numpy())
-            self.assertAllClose(np.stack(steps, axis=1), full, atol=1e-4)
+                steps = []
+                for t in range(6):
+                    logits, self_cache = model.decode_step(
+                        target[:, t],
+                        t,
+                        self_cache,
+                        cross_cache,
+                        memory_mask,
+                        append_to_cache=max_length is None,
+                    )
+                    steps.append(logits.numpy())
+                self.assertAllClose(np.stack(steps, axis=1), full, atol=1e-4)
 
     def test_keras_file_round_trip_gives_identical_outputs(self):
         model = build_transformer(tiny_config(positional="learned"))

@@ -158,24 +158,52 @@ def top_log_probs(logits, k, vocab_size=None):
     return tf.maximum(top_logits - log_norm, NEG_INF), ids
 
 
-def keep_shapes(new_state, old_state):
+def state_invariants(state, shape_invariants=None):
+    """The `tf.while_loop` shape invariants of a [batch, ...] state nest.
+
+    Args:
+        state: nest of tensors.
+        shape_invariants: None (every shape is fixed) or a nest of
+            `tf.TensorShape`s like `state`, None where an axis may change
+            (growing caches); their batch axis is ignored.
+
+    Returns:
+        A nest of `tf.TensorShape`s: the state's own shapes, or the
+        invariants with an unknown batch axis.
+    """
+    if shape_invariants is None:
+        return tf.nest.map_structure(lambda x: x.shape, state)
+    tf.nest.assert_same_structure(state, shape_invariants)
+    return tf.nest.map_structure(
+        lambda shape: tf.TensorShape([None]).concatenate(tf.TensorShape(shape)[1:]),
+        shape_invariants,
+    )
+
+
+def keep_shapes(new_state, invariants):
     """Restores static shapes `tf.while_loop` needs (Keras may lose them).
 
-    Raises:
-        ValueError: if a tensor of the state changed its shape.
-    """
-    tf.nest.assert_same_structure(old_state, new_state)
+    Args:
+        new_state: the state the logits function returned.
+        invariants: nest of `tf.TensorShape`s (see `state_invariants`).
 
-    def keep(new, old):
-        if not new.shape.is_compatible_with(old.shape):
+    Raises:
+        ValueError: if a tensor of the state changed a fixed axis.
+    """
+    tf.nest.assert_same_structure(invariants, new_state)
+
+    def keep(new, shape):
+        if not new.shape.is_compatible_with(shape):
             raise ValueError(
                 "The logits function must return a state whose tensors keep "
-                "their shapes (write fixed-size caches in place). Received: "
-                f"old shape={old.shape}, new shape={new.shape}"
+                "their shapes (write fixed-size caches in place), except "
+                "along the axes `state_shape_invariants` leaves free "
+                "(growing caches). Received: "
+                f"expected shape={shape}, new shape={new.shape}"
             )
-        return new if new.shape == old.shape else tf.ensure_shape(new, old.shape)
+        return new if new.shape == shape else tf.ensure_shape(new, shape)
 
-    return tf.nest.map_structure(keep, new_state, old_state)
+    return tf.nest.map_structure(keep, new_state, invariants)
 
 
 def _check_sizes(vocab_size, beam_size, num_return):
@@ -213,6 +241,8 @@ def beam_search(
     eos_id=EOS_ID,
     num_return=1,
     max_decode_steps=None,
+    state_shape_invariants=None,
+    tile_static=True,
 ):
     """Finds the hypotheses Y of highest log P(Y) / length_penalty(|Y|).
 
@@ -240,7 +270,8 @@ def beam_search(
         state: nest of [B, ...] tensors that follow hypotheses (fixed-size
             self-attention caches): one `tf.gather` per tensor and step.
         static: nest of [B, ...] tensors that do not (encoder output,
-            cross-attention keys/values, padding mask): tiled once.
+            cross-attention keys/values, padding mask): tiled once, unless
+            `tile_static` is False.
         vocab_size: V, a Python int.
         beam_size: K, a Python int (paper: 4).
         max_decode_length: int scalar or [B], the most tokens a hypothesis
@@ -254,6 +285,13 @@ def beam_search(
             `max_decode_length`. Under XLA every shape must be known when
             compiling, so when the limits are data (e.g. source length +
             50), pass a bound that is not, such as a shape.
+        state_shape_invariants: for states whose shape changes from step
+            to step (growing caches, e.g. `layers.cache_shape_invariants`),
+            a nest of `tf.TensorShape`s like `state`, None along the axes
+            that change. Not under XLA, which needs static shapes.
+        tile_static: False passes `static` as [B, ...] for a function that
+            groups the K beams of each sentence itself (K times less memory
+            read; `Transformer.decode_step` does so in cross-attention).
 
     Returns:
         A `BeamSearchResult` sorted by score. A sentence without any
@@ -284,7 +322,9 @@ def beam_search(
         return tf.repeat(x, k, axis=0)
 
     state = tf.nest.map_structure(tile, state)
-    static = tf.nest.map_structure(tile, static)
+    if tile_static:
+        static = tf.nest.map_structure(tile, static)
+    invariants = state_invariants(state, state_shape_invariants)
     row_offsets = tf.range(batch_size)[:, None] * k  # [B, 1]
     own_beam = tf.range(k)[None, :]  # [1, K]
 
@@ -294,7 +334,7 @@ def beam_search(
         logits, new_state = symbols_to_logits_fn(
             tf.reshape(alive_ids, [-1]), step, state, static
         )
-        new_state = keep_shapes(new_state, state)
+        new_state = keep_shapes(new_state, invariants)
         # The 2K best tokens of every beam hold the 2K best of the sentence.
         # Two small top-k's: XLA on CPU sorts a [B, K*V] top-k in full.
         beam_log_probs, beam_ids = top_log_probs(logits, per_beam, v)
@@ -374,12 +414,21 @@ def beam_search(
         tf.fill(fin_shape, NEG_INF),
         tf.zeros(fin_shape, tf.int32),
     )
+    loop_vars = (tf.constant(0), alive, finished, state, limits <= 0)
     step, alive, finished, _, _ = tf.while_loop(
         not_done,
         step_fn,
-        (tf.constant(0), alive, finished, state, limits <= 0),
+        loop_vars,
+        shape_invariants=_loop_invariants(loop_vars, 3, invariants),
     )
     return _best_hypotheses(step, alive, finished, limits, alpha, n)
+
+
+def _loop_invariants(loop_vars, state_index, invariants):
+    """The loop variables' own shapes, with `invariants` for the state."""
+    shapes = [tf.nest.map_structure(lambda x: x.shape, v) for v in loop_vars]
+    shapes[state_index] = invariants
+    return tuple(shapes)
 
 
 def _best_hypotheses(step, alive, finished, limits, alpha, n):

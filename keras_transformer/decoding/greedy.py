@@ -9,8 +9,10 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from keras_transformer.decoding.beam_search import (
+    _loop_invariants,
     decode_limits,
     keep_shapes,
+    state_invariants,
     top_log_probs,
 )
 from keras_transformer.tokens import EOS_ID
@@ -38,6 +40,7 @@ def greedy_search(
     static,
     max_decode_length,
     eos_id=EOS_ID,
+    state_shape_invariants=None,
 ):
     """Appends the arg-max token until EOS or `max_decode_length`.
 
@@ -55,6 +58,7 @@ def greedy_search(
         max_decode_length: int scalar or [B], the most tokens a sentence may
             have, EOS included.
         eos_id: the end token; -1 never ends (runs `max_decode_length` steps).
+        state_shape_invariants: as for `beam_search` (growing caches).
 
     Returns:
         A `GreedyResult`.
@@ -65,10 +69,11 @@ def greedy_search(
     initial_ids = tf.cast(initial_ids, tf.int32)
     batch_size = tf.shape(initial_ids)[0]
     limits, loop_length = decode_limits(max_decode_length, batch_size)
+    invariants = state_invariants(state, state_shape_invariants)
 
     def step_fn(step, ids, seq, log_probs, lengths, state, done):
         logits, new_state = symbols_to_logits_fn(ids, step, state, static)
-        new_state = keep_shapes(new_state, state)
+        new_state = keep_shapes(new_state, invariants)
         chosen, next_ids = top_log_probs(logits, 1)  # [B, 1]
         grow = ~done  # [B]
         next_ids = tf.where(grow, next_ids[:, 0], 0)
@@ -83,17 +88,19 @@ def greedy_search(
         del ids, seq, log_probs, lengths, state  # Unused.
         return (step < loop_length) & ~tf.reduce_all(done)
 
+    loop_vars = (
+        tf.constant(0),
+        initial_ids,
+        tf.zeros(tf.stack([batch_size, loop_length]), tf.int32),
+        tf.zeros([batch_size], tf.float32),
+        tf.zeros([batch_size], tf.int32),
+        state,
+        limits <= 0,
+    )
     _, _, seq, log_probs, lengths, _, _ = tf.while_loop(
         not_done,
         step_fn,
-        (
-            tf.constant(0),
-            initial_ids,
-            tf.zeros(tf.stack([batch_size, loop_length]), tf.int32),
-            tf.zeros([batch_size], tf.float32),
-            tf.zeros([batch_size], tf.int32),
-            state,
-            limits <= 0,
-        ),
+        loop_vars,
+        shape_invariants=_loop_invariants(loop_vars, 5, invariants),
     )
     return GreedyResult(ids=seq, log_probs=log_probs, lengths=lengths)

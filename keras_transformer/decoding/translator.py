@@ -6,6 +6,7 @@ returned, K beam.
 
 import tensorflow as tf
 
+from keras_transformer import layers
 from keras_transformer.decoding.beam_search import beam_search
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 
@@ -310,19 +311,30 @@ class Translator(tf.Module):
         ids = ids[:batch_size, :, :cache_length]
         return ids, scores[:batch_size], lengths[:batch_size], truncated
 
-    def _decode(self, source_ids, limits, cache_length, alpha, num_return):
+    def _decode(
+        self, source_ids, limits, cache_length, alpha, num_return, fixed_size=False
+    ):
         """Encoder + cached beam search over padded ids [B, S].
+
+        Args:
+            fixed_size: self-attention caches of `cache_length` positions
+                written in place (static shapes, for XLA) rather than
+                growing ones.
 
         Returns:
             (ids int32 [B, N, cache_length], scores [B, N], lengths [B, N]).
         """
         model = self.model
         memory, memory_mask = model.encode(source_ids)  # [B, S, D]
-        self_cache, cross_cache = model.initial_decoding_state(memory, cache_length)
+        self_cache, cross_cache = model.initial_decoding_state(
+            memory, cache_length if fixed_size else None
+        )
 
         def symbols_to_logits_fn(ids, step, state, static):
             cross, mask = static
-            return model.decode_step(ids, step, state, cross, mask)
+            return model.decode_step(
+                ids, step, state, cross, mask, append_to_cache=not fixed_size
+            )
 
         result = beam_search(
             symbols_to_logits_fn,
@@ -335,6 +347,10 @@ class Translator(tf.Module):
             alpha=alpha,
             num_return=num_return,
             max_decode_steps=cache_length,
+            state_shape_invariants=(
+                None if fixed_size else layers.cache_shape_invariants(self_cache)
+            ),
+            tile_static=False,
         )
         return result.ids, result.scores, result.lengths
 
@@ -343,7 +359,12 @@ class Translator(tf.Module):
         """`_decode` as one XLA program; the cache length is the (static)
         shape of `cache_slots`."""
         return self._decode(
-            source_ids, limits, tf.shape(cache_slots)[0], alpha, num_return
+            source_ids,
+            limits,
+            tf.shape(cache_slots)[0],
+            alpha,
+            num_return,
+            fixed_size=True,
         )
 
 

@@ -2,6 +2,7 @@
 
 from keras_transformer.layers.attention import (
     MultiHeadAttention,
+    cache_shape_invariants,
     scaled_dot_product_attention,
 )
 from keras_transformer.layers.decoder_layer import TransformerDecoderLayer

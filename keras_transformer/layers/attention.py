@@ -59,6 +59,41 @@ def _write_step(cache, step, index):
     return tf.tensor_scatter_nd_update(cache, indices, step[:, :, 0, :])
 
 
+def cache_shape_invariants(cache):
+    """`tf.while_loop` shape invariants for growing caches.
+
+    Args:
+        cache: a nest of [B, N, L, H] cache tensors (`initial_cache` with
+            `max_length=None`).
+
+    Returns:
+        The nest of `tf.TensorShape`s [None, N, None, H]: the batch and
+        length axes may change from step to step.
+    """
+    return tf.nest.map_structure(
+        lambda x: tf.TensorShape([None, x.shape[1], None, *x.shape[3:]]), cache
+    )
+
+
+def _group_queries(query, memory_batch):
+    """[B * G, N, 1, H] -> [B, N, G, H]: the G queries of each memory row.
+
+    In beam search the G = K hypotheses of a sentence attend over the same
+    encoder output. As the T axis of one attention they read its projected
+    keys/values once, untiled, instead of once per hypothesis (G times the
+    memory traffic in matmuls of a single row). With G = 1 it is a reshape.
+    """
+    heads, width = query.shape[1], query.shape[3]
+    query = ops.reshape(query, (memory_batch, -1, heads, width))  # [B, G, N, H]
+    return ops.transpose(query, (0, 2, 1, 3))
+
+
+def _ungroup(weights):
+    """[B, N, G, S] -> [B * G, N, 1, S], the inverse of `_group_queries`."""
+    weights = ops.transpose(weights, (0, 2, 1, 3))  # [B, G, N, S]
+    return ops.reshape(weights, (-1, weights.shape[2], 1, weights.shape[3]))
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class MultiHeadAttention(keras.layers.Layer):
     """Multi-head attention of section 3.2.2, with padding/causal masks.
@@ -67,7 +102,10 @@ class MultiHeadAttention(keras.layers.Layer):
     self-attention projections are fused into one. For incremental decoding
     the layer keeps a fixed-size key/value cache: self-attention writes the
     new step at `cache_index`, cross-attention reuses encoder keys/values
-    projected once by `project_memory`.
+    projected once by `project_memory`. The self-attention cache is either
+    fixed-size, written in place at `cache_index` (static shapes, for XLA),
+    or growing, the step appended (without XLA it copies only the positions
+    decoded so far, not the whole fixed length, at every step).
 
     Args:
         num_heads: h, number of heads.
@@ -82,16 +120,21 @@ class MultiHeadAttention(keras.layers.Layer):
 
     Call arguments:
         query: [B, T, D] queries.
-        memory: [B, S, D] keys/values for cross-attention; None for
-            self-attention.
+        memory: [B, S, D] keys/values for cross-attention, or their
+            projection once by `project_memory(memory)`; None for
+            self-attention. With projected memory and one query step
+            (T = 1), the query batch may be G times the memory batch: G
+            consecutive queries (the beams of a sentence) per memory row.
         attention_mask: bool broadcastable to [B, T, S], True = attend (e.g.
-            `masks.padding_mask(ids)` of shape [B, 1, S]).
+            `masks.padding_mask(ids)` of shape [B, 1, S]); with grouped
+            queries, of the memory batch.
         use_causal_mask: mask future positions (decoder self-attention).
-        cache: self-attention: dict of "key" [B, N, L, H_k] and "value"
-            [B, N, L, H_v] with `cache_index` set (decodes one step, T = 1);
-            cross-attention: the dict of `project_memory(memory)` with
-            `cache_index=None` and `memory=None`.
-        cache_index: int32 scalar, the position of this step in the cache.
+        cache: self-attention cache from `initial_cache`: dict of "key"
+            [B, N, L, H_k] and "value" [B, N, L, H_v] of the positions before
+            the query's.
+        cache_index: int32 scalar, the position of the query in a
+            fixed-size cache (T = 1); None appends the query's keys and
+            values to a growing cache.
         return_attention_weights: also return the float32 weights
             [B, N, T, S].
         training: enables dropout.
@@ -170,20 +213,27 @@ class MultiHeadAttention(keras.layers.Layer):
         return kernel, bias
 
     def _project(self, inputs, kernels, biases):
-        """One 2-D matmul for several projections: [B, L, D] -> list of
+        """2-D matmuls for several projections: [B, L, D] -> list of
         [B, N, L, H], one per kernel."""
         widths = [kernel.shape[-1] for kernel in kernels]
-        kernel = kernels[0] if len(kernels) == 1 else ops.concatenate(kernels, axis=-1)
         batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
-        flat = ops.matmul(ops.reshape(inputs, (-1, inputs.shape[-1])), kernel)
-        if self.use_bias:
-            flat = flat + (
-                biases[0] if len(biases) == 1 else ops.concatenate(biases, 0)
-            )
+        flat_inputs = ops.reshape(inputs, (-1, inputs.shape[-1]))
+        if len(kernels) == 1 or inputs.shape[1] == 1:
+            # One decoding step: a few rows, so concatenating the kernels
+            # (a copy of all of them, each step) would cost more than the
+            # separate matmuls.
+            parts = [ops.matmul(flat_inputs, kernel) for kernel in kernels]
+            if self.use_bias:
+                parts = [part + bias for part, bias in zip(parts, biases)]
+        else:
+            # One matmul for the fused projections of a sequence.
+            flat = ops.matmul(flat_inputs, ops.concatenate(kernels, axis=-1))
+            if self.use_bias:
+                flat = flat + ops.concatenate(biases, 0)
+            # A split, not slices: its gradient is one concatenation, while
+            # each slice's gradient pads a full-width zero tensor.
+            parts = tf.split(flat, widths, axis=-1)
         outputs = []
-        # A split, not slices: its gradient is one concatenation, while each
-        # slice's gradient pads a full-width zero tensor.
-        parts = tf.split(flat, widths, axis=-1)
         for part, width in zip(parts, widths):
             # [B * L, N * H] -> [B, L, N, H] -> [B, N, L, H]
             part = ops.reshape(
@@ -208,9 +258,20 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         return {"key": key, "value": value}
 
-    def initial_cache(self, batch_size, max_length, dtype="float32"):
-        """An empty self-attention cache for `max_length` decoding steps."""
-        shape = (batch_size, self.num_heads, max_length)
+    def initial_cache(self, batch_size, max_length=None, dtype="float32"):
+        """An empty self-attention cache.
+
+        Args:
+            batch_size: B.
+            max_length: L, the positions of a fixed-size cache that calls
+                write at `cache_index`; None for a growing cache (L = 0
+                at first, call without `cache_index`).
+            dtype: the compute dtype.
+
+        Returns:
+            dict of "key" [B, N, L, H_k] and "value" [B, N, L, H_v] zeros.
+        """
+        shape = (batch_size, self.num_heads, 0 if max_length is None else max_length)
         return {
             "key": ops.zeros((*shape, self.key_dim), dtype=dtype),
             "value": ops.zeros((*shape, self.value_dim), dtype=dtype),
@@ -229,21 +290,33 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         new_cache = None
         query_start = 0
-        if cache is not None and cache_index is None:
+        grouped = False
+        if isinstance(memory, dict):
             # Cross-attention with keys/values projected once.
             (q,) = self._project(query, [self.query_kernel], [self.query_bias])
-            key, value = cache["key"], cache["value"]
+            key, value = memory["key"], memory["value"]
+            grouped = query.shape[1] == 1
+            if grouped:
+                q = _group_queries(q, ops.shape(key)[0])
         elif memory is None:
             q, key, value = self._project(
                 query,
                 [self.query_kernel, self.key_kernel, self.value_kernel],
                 [self.query_bias, self.key_bias, self.value_bias],
             )
-            if cache is not None:
+            if cache is not None and cache_index is None:
+                query_start = ops.shape(cache["key"])[2]
+                key = ops.concatenate([cache["key"], key], axis=2)
+                value = ops.concatenate([cache["value"], value], axis=2)
+                new_cache = {"key": key, "value": value}
+                # A single query comes after every cached position.
+                use_causal_mask = query.shape[1] != 1
+            elif cache is not None:
                 key = _write_step(cache["key"], key, cache_index)
                 value = _write_step(cache["value"], value, cache_index)
                 new_cache = {"key": key, "value": value}
                 query_start = cache_index
+                use_causal_mask = True  # The unwritten positions.
         else:
             (q,) = self._project(query, [self.query_kernel], [self.query_bias])
             key, value = self._project(
@@ -255,7 +328,7 @@ class MultiHeadAttention(keras.layers.Layer):
         mask = None
         if attention_mask is not None:
             mask = ops.expand_dims(attention_mask, axis=1)  # [B, 1, T, S]
-        if use_causal_mask or new_cache is not None:
+        if use_causal_mask:
             mask = masks.merge_masks(
                 mask,
                 masks.causal_mask(ops.shape(q)[2], ops.shape(key)[2], query_start),
@@ -263,9 +336,12 @@ class MultiHeadAttention(keras.layers.Layer):
         attended, weights = scaled_dot_product_attention(
             q, key, value, mask, self._attention_weights_dropout, training
         )
-        # [B, N, T, H_v] -> [B, T, N, H_v] -> [B * T, N * H_v]
+        if grouped and return_attention_weights:
+            weights = _ungroup(weights)
+        # [B, N, T, H_v] -> [B, T, N, H_v] -> [B * T, N * H_v]; grouped:
+        # [B, N, G, H_v] -> [B, G, N, H_v] -> [B * G, N * H_v], as well.
         attended = ops.transpose(attended, (0, 2, 1, 3))
-        batch, length = ops.shape(attended)[0], ops.shape(attended)[1]
+        batch, length = ops.shape(query)[0], ops.shape(query)[1]
         flat = ops.reshape(attended, (-1, self.num_heads * self.value_dim))
         outputs = ops.matmul(flat, self.output_kernel)
         if self.use_bias:

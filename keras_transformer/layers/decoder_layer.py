@@ -24,9 +24,10 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
         memory: [B, S, D] encoder outputs (may be None when
             `cross_attention_cache` is given).
         memory_mask: bool [B, 1, S], True at real source tokens.
-        self_attention_cache: dict "key"/"value" [B, N, L, H] for
-            incremental decoding of one step (T = 1) at `cache_index`.
-        cache_index: int32 scalar position of the step being decoded.
+        self_attention_cache: dict "key"/"value" [B, N, L, H] of
+            `self_attention.initial_cache`, for incremental decoding.
+        cache_index: int32 scalar position of the step being decoded
+            (T = 1) in a fixed-size cache; None for a growing cache.
         cross_attention_cache: the encoder keys/values of
             `cross_attention.project_memory(memory)`, computed once.
         return_attention_weights: also return a dict with the "self" and
@@ -94,9 +95,8 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
 
         attended = self.cross_attention(
             self.cross_attention_residual.normalize_input(x),
-            memory=None if cross_attention_cache is not None else memory,
+            memory=memory if cross_attention_cache is None else cross_attention_cache,
             attention_mask=memory_mask,
-            cache=cross_attention_cache,
             return_attention_weights=return_attention_weights,
             training=training,
         )

@@ -143,8 +143,9 @@ class TransformerDecoder(_Stack):
         memory: [B, S, D] encoder output.
         memory_mask: bool [B, 1, S], True at real source tokens.
         self_attention_cache: list of N per-layer caches (see
-            `initial_cache`), to decode the step at `cache_index` (T = 1).
-        cache_index: int32 scalar.
+            `initial_cache`), for incremental decoding.
+        cache_index: int32 scalar, the position of the step (T = 1) in
+            fixed-size caches; None for growing caches.
         cross_attention_cache: list of N per-layer projected encoder
             keys/values (see `project_memory`).
         return_attention_weights: also return the per-layer list of
@@ -172,8 +173,9 @@ class TransformerDecoder(_Stack):
             layer.cross_attention.project_memory(memory) for layer in self.sublayers
         ]
 
-    def initial_cache(self, batch_size, max_length, dtype="float32"):
-        """Per-layer empty self-attention caches of `max_length` steps."""
+    def initial_cache(self, batch_size, max_length=None, dtype="float32"):
+        """Per-layer empty self-attention caches: fixed-size ones of
+        `max_length` positions, or growing ones when it is None."""
         return [
             layer.self_attention.initial_cache(batch_size, max_length, dtype)
             for layer in self.sublayers

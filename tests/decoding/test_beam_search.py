@@ -69,6 +69,25 @@ class PrefixTable:
         index = tf.stack([static["sentence"], code], axis=1)
         return tf.gather_nd(self.tf_table, index), {"history": history}
 
+    def growing_inputs(self, sentences=None):
+        """`inputs` for `growing_logits_fn`: an empty history that grows."""
+        ids, state, static = self.inputs(sentences)
+        return ids, {"history": state["history"][:, :0]}, static
+
+    def growing_logits_fn(self, ids, step, state, static):
+        """`logits_fn` with a history that grows by a column per step and
+        untiled static tensors (`tile_static=False`)."""
+        history = tf.concat([state["history"], ids[:, None]], axis=1)
+        beams = tf.shape(ids)[0] // tf.shape(static["sentence"])[0]
+        padded = tf.pad(history, [[0, 0], [0, self.max_length - step - 1]])
+        logits, _ = self.logits_fn(
+            ids,
+            step,
+            {"history": padded * tf.cast(tf.range(self.max_length) < step, tf.int32)},
+            {"sentence": tf.repeat(static["sentence"], beams)},
+        )
+        return logits, {"history": history}
+
     def exhaustive(self, sentence, limit, alpha, num_return):
         """Top hypotheses over every sequence that ends (EOS or limit)."""
         ended = []
@@ -347,6 +366,33 @@ class BeamSearchTest(TestCase):
         self.assertAllEqual(result.ids, expected.ids)
         self.assertAllClose(result.scores, expected.scores)
 
+    def test_growing_state_and_untiled_static_match_fixed_ones(self):
+        model = PrefixTable(3, max_length=5, seed=8, eos_bias=[1, 0, -1])
+        expected = self.search(model, [5, 2, 4], beam_size=3, num_return=3)
+
+        @tf.function(
+            autograph=False,
+            input_signature=[
+                tf.TensorSpec([None], tf.int32),
+                tf.TensorSpec([None], tf.int32),
+            ],
+        )
+        def search(sentences, limits):
+            return beam_search(
+                model.growing_logits_fn,
+                *model.growing_inputs(sentences),
+                vocab_size=6,
+                beam_size=3,
+                max_decode_length=limits,
+                num_return=3,
+                state_shape_invariants={"history": tf.TensorShape([None, None])},
+                tile_static=False,
+            )
+
+        result = search(tf.range(3), tf.constant([5, 2, 4]))
+        self.assertAllEqual(result.ids, expected.ids)
+        self.assertAllClose(result.scores, expected.scores)
+
     def test_num_return_larger_than_beam_size_fails(self):
         model = PrefixTable(1, max_length=2, seed=0)
         with self.assertRaisesRegex(
@@ -406,7 +452,7 @@ class BeamSearchTest(TestCase):
 
         with self.assertRaisesRegex(
             ValueError,
-            r"keep their shapes.*Received: old shape=\(2, 3\), "
+            r"keep their shapes.*Received: expected shape=\(2, 3\), "
             r"new shape=\(2, 6\)",
         ):
             beam_search(

@@ -83,14 +83,53 @@ class MultiHeadAttentionTest(TestCase):
             steps.append(out.numpy()[:, 0])
         self.assertAllClose(np.stack(steps, 1), full, atol=1e-5)
 
+    def test_growing_cache_equals_full_causal_pass(self):
+        layer = self.make_layer()
+        x = np.random.default_rng(4).normal(size=(2, 5, 12)).astype("float32")
+        full = layer(x, use_causal_mask=True).numpy()
+        cache = layer.initial_cache(2)
+        self.assertEqual(cache["key"].shape, (2, 4, 0, 8))
+        # Two positions at once (a causal mask inside the chunk), then one.
+        out, cache = layer(x[:, :2], cache=cache, use_causal_mask=True)
+        steps = [out.numpy()]
+        for t in range(2, 5):
+            out, cache = layer(x[:, t : t + 1], cache=cache)
+            steps.append(out.numpy())
+        self.assertEqual(cache["value"].shape, (2, 4, 5, 6))
+        self.assertAllClose(np.concatenate(steps, 1), full, atol=1e-5)
+
     def test_cross_attention_cache_equals_memory_pass(self):
         layer = self.make_layer()
         rng = np.random.default_rng(5)
         query = rng.normal(size=(2, 3, 12)).astype("float32")
         memory = rng.normal(size=(2, 7, 12)).astype("float32")
         full = layer(query, memory=memory).numpy()
-        cached = layer(query, cache=layer.project_memory(memory)).numpy()
+        cached = layer(query, memory=layer.project_memory(memory)).numpy()
         self.assertAllClose(cached, full, atol=1e-5)
+
+    def test_grouped_queries_equal_tiled_memory(self):
+        # Beam search: 3 one-step queries per sentence over untiled memory.
+        layer = self.make_layer()
+        rng = np.random.default_rng(6)
+        query = rng.normal(size=(6, 1, 12)).astype("float32")
+        memory = rng.normal(size=(2, 7, 12)).astype("float32")
+        mask = layers.padding_mask(np.array([[5] * 7, [5] * 4 + [0] * 3], "int32"))
+        tiled, tiled_weights = layer(
+            query,
+            memory=np.repeat(memory, 3, axis=0),
+            attention_mask=np.repeat(mask, 3, axis=0),
+            return_attention_weights=True,
+        )
+        grouped, weights = layer(
+            query,
+            memory=layer.project_memory(memory),
+            attention_mask=mask,
+            return_attention_weights=True,
+        )
+        self.assertEqual(weights.shape, (6, 4, 1, 7))
+        self.assertAllClose(grouped, tiled, atol=1e-5)
+        self.assertAllClose(weights, tiled_weights, atol=1e-6)
+        self.assertAllClose(weights[3:, ..., 4:], np.zeros((3, 4, 1, 3)))
 
     def test_invalid_arguments(self):
         with self.assertRaisesRegex(ValueError, "num_heads=0"):
