@@ -7,11 +7,14 @@
   train  : one Adam step of `compile_for_training` (the paper's model,
            dropout and label smoothing 0.1), `--xla` for `jit_compile`.
   decode : encoder + cached beam search, beam 4, exactly 40 steps;
-           `--saved_model` exports it and times the reloaded SavedModel,
-           `--xla` compiles the search with XLA.
+           `--saved_model` exports it in a subprocess (as the CTranslate2
+           row converts its model) and times the SavedModel loaded in this
+           process, which never builds the Keras model: its peak RSS is
+           a server's. `--xla` compiles the search with XLA.
 """
 
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,18 +37,34 @@ def extra_args(parser):
 
 def body(args):
     import keras
+    import numpy as np
     import tensorflow as tf
 
     import keras_transformer
     from benchmarks import workloads
+    from keras_transformer import serving
 
     start = time.perf_counter()
-    model = workloads.build_model(args.config, seed=args.seed)
-    if args.workload == "train":
-        step = workloads.train_step_fn(model, args.xla, seed=args.seed)
+    batch = common.DECODE["batch"]
+    export_s = None
+    if args.workload == "decode" and args.saved_model:
+        folder = tempfile.mkdtemp()
+        command = [sys.executable, os.path.abspath(__file__), "--export", folder]
+        command += [args.config, str(args.seed)] + (["--xla"] if args.xla else [])
+        subprocess.run(command, check=True)
+        export_s = round(time.perf_counter() - start, 1)
+        start = time.perf_counter()
+        decoder = serving.load_exported(folder)
+        vocab_size = workloads.CONFIGS[args.config]["vocab_size"]
+        step = workloads.search_fn(decoder, vocab_size, batch)
+        params = sum(int(np.prod(w.shape)) for w in decoder.model_weights)
     else:
-        folder = tempfile.mkdtemp() if args.saved_model else None
-        step, _ = workloads.decode_fn(model, args.xla, common.DECODE["batch"], folder)
+        model = workloads.build_model(args.config, seed=args.seed)
+        params = model.count_params()
+        if args.workload == "train":
+            step = workloads.train_step_fn(model, args.xla, seed=args.seed)
+        else:
+            step, _ = workloads.decode_fn(model, args.xla, batch)
     setup_s = time.perf_counter() - start
     label = f"keras_transformer-{args.config}-{args.workload}"
     times, first = common.time_steps(step, args.warmup, args.steps, label)
@@ -58,12 +77,23 @@ def body(args):
         times=times,
         first_s=first,
         setup_s=setup_s,
-        params=model.count_params(),
-        extra={"xla": args.xla, "saved_model": args.saved_model},
+        params=params,
+        extra={"xla": args.xla, "saved_model": args.saved_model, "export_s": export_s},
     )
 
 
+def export(folder, config, seed, xla):
+    """Subprocess of `--saved_model`: builds the model and exports it."""
+    from benchmarks import workloads
+
+    model = workloads.build_model(config, seed=int(seed))
+    workloads.export_decoder(model, xla, folder)
+
+
 if __name__ == "__main__":
+    if len(sys.argv) >= 5 and sys.argv[1] == "--export":
+        export(*sys.argv[2:5], xla="--xla" in sys.argv[5:])
+        sys.exit(0)
     common.run_main(
         "keras-transformer", "keras_transformer (Keras 3, TF)", body, extra_args
     )

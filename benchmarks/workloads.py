@@ -105,26 +105,44 @@ class FixedLengthDecoder(tf.Module):
         return result.ids, result.scores
 
 
+def export_decoder(model, jit_compile: bool, folder: str) -> None:
+    """Writes the `FixedLengthDecoder` of `model` as a SavedModel."""
+    tf.saved_model.save(FixedLengthDecoder(model, jit_compile), folder)
+
+
+def decode_source(vocab_size: int, batch: int):
+    """The decode workload's source ids: int32 [batch, 32], EOS last."""
+    rng = np.random.default_rng(0)
+    source = rng.integers(
+        FIRST_TOKEN_ID, vocab_size, (batch, DECODE["src_len"]), np.int32
+    )
+    source[:, -1] = tokens.EOS_ID
+    return source
+
+
+def search_fn(decoder, vocab_size: int, batch: int):
+    """A function that runs one beam-search call of `decoder` (a
+    `FixedLengthDecoder` or its reloaded SavedModel) and waits for it."""
+    source = tf.constant(decode_source(vocab_size, batch))
+
+    def step():
+        ids, _ = decoder.search(source)
+        return ids.numpy()
+
+    return step
+
+
 def decode_fn(model, jit_compile: bool, batch: int, saved_model_dir=None):
     """A function that runs one beam-search call and waits for it, and the
     module it calls: a reloaded SavedModel when `saved_model_dir` is given
     (exported there first)."""
-    decoder = FixedLengthDecoder(model, jit_compile)
     if saved_model_dir:
-        tf.saved_model.save(decoder, saved_model_dir)
+        export_decoder(model, jit_compile, saved_model_dir)
         # The loaded object owns the restored variables: keep it alive.
         decoder = serving.load_exported(saved_model_dir)
-    rng = np.random.default_rng(0)
-    source = rng.integers(
-        FIRST_TOKEN_ID, model.config.vocab_size, (batch, DECODE["src_len"]), np.int32
-    )
-    source[:, -1] = tokens.EOS_ID
-
-    def step():
-        ids, _ = decoder.search(tf.constant(source))
-        return ids.numpy()
-
-    return step, decoder
+    else:
+        decoder = FixedLengthDecoder(model, jit_compile)
+    return search_fn(decoder, model.config.vocab_size, batch), decoder
 
 
 def time_calls(fn, warmup: int, steps: int):
