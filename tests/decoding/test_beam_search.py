@@ -338,10 +338,19 @@ class BeamSearchTest(TestCase):
         ]
         self.assertLess(max(sorted_sizes, default=0), vocab_size, sorts)
 
-    def test_graph_without_autograph_and_signature(self):
+    @parameterized.parameters(False, True)
+    def test_graph_without_autograph_and_signature(self, growing):
         # Keras export traces with autograph off and an unknown batch size.
+        # `growing`: a state that grows by a step and untiled static tensors.
         model = PrefixTable(3, max_length=5, seed=8, eos_bias=[1, 0, -1])
         expected = self.search(model, [5, 2, 4], beam_size=3, num_return=3)
+        logits_fn, inputs, options = model.logits_fn, model.inputs, {}
+        if growing:
+            logits_fn, inputs = model.growing_logits_fn, model.growing_inputs
+            options = dict(
+                state_shape_invariants={"history": tf.TensorShape([None, None])},
+                tile_static=False,
+            )
 
         @tf.function(
             autograph=False,
@@ -353,43 +362,17 @@ class BeamSearchTest(TestCase):
         )
         def search(sentences, limits, alpha):
             return beam_search(
-                model.logits_fn,
-                *model.inputs(sentences),
+                logits_fn,
+                *inputs(sentences),
                 vocab_size=6,
                 beam_size=3,
                 max_decode_length=limits,
                 alpha=alpha,
                 num_return=3,
+                **options,
             )
 
         result = search(tf.range(3), tf.constant([5, 2, 4]), tf.constant(0.6))
-        self.assertAllEqual(result.ids, expected.ids)
-        self.assertAllClose(result.scores, expected.scores)
-
-    def test_growing_state_and_untiled_static_match_fixed_ones(self):
-        model = PrefixTable(3, max_length=5, seed=8, eos_bias=[1, 0, -1])
-        expected = self.search(model, [5, 2, 4], beam_size=3, num_return=3)
-
-        @tf.function(
-            autograph=False,
-            input_signature=[
-                tf.TensorSpec([None], tf.int32),
-                tf.TensorSpec([None], tf.int32),
-            ],
-        )
-        def search(sentences, limits):
-            return beam_search(
-                model.growing_logits_fn,
-                *model.growing_inputs(sentences),
-                vocab_size=6,
-                beam_size=3,
-                max_decode_length=limits,
-                num_return=3,
-                state_shape_invariants={"history": tf.TensorShape([None, None])},
-                tile_static=False,
-            )
-
-        result = search(tf.range(3), tf.constant([5, 2, 4]))
         self.assertAllEqual(result.ids, expected.ids)
         self.assertAllClose(result.scores, expected.scores)
 
