@@ -8,6 +8,7 @@ Used by `train_step.py`, `decode.py` and the harness row
 
 import os
 import time
+import types
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
@@ -68,7 +69,9 @@ class FixedLengthDecoder(tf.Module):
     def __init__(self, model, jit_compile: bool):
         super().__init__()
         self.model_weights = [w.value for w in model.weights]
-        self._model = [model]  # Untracked: only the weights are saved.
+        # A plain namespace is not tracked (a list would be, and would save
+        # the Keras model's variables a second time): only the weights are.
+        self._holder = types.SimpleNamespace(model=model)
         self.jit_compile = jit_compile
         self.search = tf.function(
             self._search,
@@ -78,7 +81,7 @@ class FixedLengthDecoder(tf.Module):
         )
 
     def _search(self, source_ids):
-        model = self._model[0]
+        model = self._holder.model
         memory, memory_mask = model.encode(source_ids)
         # XLA needs fixed-size caches; without it, growing ones copy less.
         fixed_size = self.jit_compile
