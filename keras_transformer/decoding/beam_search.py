@@ -419,12 +419,12 @@ def beam_search(
         not_done,
         step_fn,
         loop_vars,
-        shape_invariants=_loop_invariants(loop_vars, 3, invariants),
+        shape_invariants=loop_shape_invariants(loop_vars, 3, invariants),
     )
     return _best_hypotheses(step, alive, finished, limits, alpha, n)
 
 
-def _loop_invariants(loop_vars, state_index, invariants):
+def loop_shape_invariants(loop_vars, state_index, invariants):
     """The loop variables' own shapes, with `invariants` for the state."""
     shapes = [tf.nest.map_structure(lambda x: x.shape, v) for v in loop_vars]
     shapes[state_index] = invariants

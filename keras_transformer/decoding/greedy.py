@@ -9,9 +9,9 @@ from typing import NamedTuple
 import tensorflow as tf
 
 from keras_transformer.decoding.beam_search import (
-    _loop_invariants,
     decode_limits,
     keep_shapes,
+    loop_shape_invariants,
     state_invariants,
     top_log_probs,
 )
@@ -101,6 +101,6 @@ def greedy_search(
         not_done,
         step_fn,
         loop_vars,
-        shape_invariants=_loop_invariants(loop_vars, 5, invariants),
+        shape_invariants=loop_shape_invariants(loop_vars, 5, invariants),
     )
     return GreedyResult(ids=seq, log_probs=log_probs, lengths=lengths)

@@ -77,6 +77,26 @@ class GreedySearchTest(TestCase):
             self.assertAllEqual(result.lengths, expected.lengths)
             self.assertAllClose(result.log_probs, expected.log_probs)
 
+    def test_growing_state_in_a_serving_signature(self):
+        model = PrefixTable(3, max_length=5, seed=24, eos_bias=[1, 0, -1])
+        limits = tf.constant([5, 3, 4])
+        expected = greedy_search(model.logits_fn, *model.inputs(), limits)
+
+        @tf.function(
+            autograph=False, input_signature=[tf.TensorSpec([None], tf.int32)] * 2
+        )
+        def search(sentences, limits):
+            return greedy_search(
+                model.growing_logits_fn,
+                *model.growing_inputs(sentences),
+                limits,
+                state_shape_invariants={"history": tf.TensorShape([None, None])},
+            )
+
+        result = search(tf.range(3), limits)
+        self.assertAllEqual(result.ids, expected.ids)
+        self.assertAllClose(result.log_probs, expected.log_probs)
+
     def test_logits_of_wrong_rank_fail(self):
         def logits_fn(ids, step, state, static):
             del step, static  # Unused.
