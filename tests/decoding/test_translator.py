@@ -203,8 +203,9 @@ class TranslatorTest(TestCase):
                         self.assertAllClose(got[key], want[key], atol=1e-4)
                     else:
                         self.assertAllEqual(got[key], want[key])
-        empty = xla.translate(tf.constant([], tf.string))["outputs"]
-        self.assertEqual(empty.shape, (0,))
+        for translator in (graph, xla):  # growing and fixed-size caches
+            empty = translator.translate(tf.constant([], tf.string))["outputs"]
+            self.assertEqual(empty.shape, (0,))
 
     def test_constructor_checks(self):
         model = tiny_model()
