@@ -65,8 +65,9 @@ class Translator(tf.Module):
             length (paper: 50).
         jit_compile: run the encoder and beam search as one XLA program
             (on CPU ~1.8-2x faster at batches of 1-8 sentences, no faster
-            at 32; see the README's performance section). Batches are padded to a power of two and lengths to
-            multiples of 16, and XLA compiles once per such shape. A
+            at 32; see the README's performance section). Batches are
+            padded to a power of two and lengths to multiples of 16, and
+            XLA compiles once per such shape. A
             SavedModel of it needs XLA at serving time: TF Serving's
             `--xla_cpu_compilation_enabled=true` on CPU.
         name: name of the module.

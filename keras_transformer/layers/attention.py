@@ -99,13 +99,12 @@ class MultiHeadAttention(keras.layers.Layer):
     """Multi-head attention of section 3.2.2, with padding/causal masks.
 
     Projections run as single 2-D matmuls ([B * T, D] x [D, N * H]); the three
-    self-attention projections are fused into one. For incremental decoding
-    the layer keeps a fixed-size key/value cache: self-attention writes the
-    new step at `cache_index`, cross-attention reuses encoder keys/values
-    projected once by `project_memory`. The self-attention cache is either
-    fixed-size, written in place at `cache_index` (static shapes, for XLA),
-    or growing, the step appended (without XLA it copies only the positions
-    decoded so far, not the whole fixed length, at every step).
+    self-attention projections are fused into one. For incremental decoding,
+    cross-attention reuses encoder keys/values projected once by
+    `project_memory`, and self-attention keeps a key/value cache that is
+    either fixed-size, written in place at `cache_index` (static shapes, for
+    XLA), or growing, the step appended (without XLA it copies only the
+    positions decoded so far, not the whole fixed length, at every step).
 
     Args:
         num_heads: h, number of heads.
@@ -219,9 +218,9 @@ class MultiHeadAttention(keras.layers.Layer):
         batch, length = ops.shape(inputs)[0], ops.shape(inputs)[1]
         flat_inputs = ops.reshape(inputs, (-1, inputs.shape[-1]))
         if len(kernels) == 1 or inputs.shape[1] == 1:
-            # One decoding step: a few rows, so concatenating the kernels
-            # (a copy of all of them, each step) would cost more than the
-            # separate matmuls.
+            # A single kernel, or one decoding step: its few rows make
+            # concatenating the kernels (a copy of all of them, each step)
+            # cost more than separate matmuls.
             parts = [ops.matmul(flat_inputs, kernel) for kernel in kernels]
             if self.use_bias:
                 parts = [part + bias for part, bias in zip(parts, biases)]
