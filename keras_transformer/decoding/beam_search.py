@@ -86,15 +86,26 @@ def decode_limits(max_decode_length, batch_size):
 TOP_K_BLOCK = 128
 
 
+def _block_width(width):
+    """A divisor of `width` near `TOP_K_BLOCK` (the blocks then need no
+    padding, a copy of the whole matrix), else `TOP_K_BLOCK` itself."""
+    divisors = [
+        size
+        for size in range(TOP_K_BLOCK // 2, 2 * TOP_K_BLOCK + 1)
+        if width % size == 0
+    ]
+    return min(divisors, key=lambda size: abs(size - TOP_K_BLOCK), default=TOP_K_BLOCK)
+
+
 def top_k(values, k):
     """`tf.math.top_k` over the last axis of [rows, V], in two cheap stages.
 
     TensorFlow's CPU TopK takes ~20 ms on [128, 32000] at k = 8, a third of
     a base-model beam-search step. The k largest values lie in the k blocks
-    of `TOP_K_BLOCK` columns with the largest maxima (any other block's
+    of ~`TOP_K_BLOCK` columns with the largest maxima (any other block's
     maximum is below k values), so a max per block, a top-k over the block
     maxima and one over the chosen k blocks give the same values and ids,
-    ties to the lower index as `tf.math.top_k` does, in ~3 ms.
+    ties to the lower index as `tf.math.top_k` does, in ~1.3 ms.
 
     Args:
         values: [rows, V], V known while tracing for the two stages.
@@ -106,29 +117,34 @@ def top_k(values, k):
     width = values.shape[-1]
     if width is None or width < 4 * k * TOP_K_BLOCK:
         return tf.math.top_k(values, k)
-    num_blocks = -(-width // TOP_K_BLOCK)
-    # -inf padding ties with -inf values, and ties go to the lower index.
-    padded = tf.pad(
-        values,
-        [[0, 0], [0, num_blocks * TOP_K_BLOCK - width]],
-        constant_values=float("-inf"),
-    )
-    blocks = tf.reshape(padded, [-1, num_blocks, TOP_K_BLOCK])
+    block_width = _block_width(width)
+    num_blocks = -(-width // block_width)
+    if num_blocks * block_width != width:
+        # -inf padding ties with -inf values, and ties go to the lower index.
+        values = tf.pad(
+            values,
+            [[0, 0], [0, num_blocks * block_width - width]],
+            constant_values=float("-inf"),
+        )
+    blocks = tf.reshape(values, [-1, num_blocks, block_width])
     _, best_blocks = tf.math.top_k(tf.reduce_max(blocks, axis=-1), k)  # [rows, k]
     # Kept in block-index order, so that ties keep going to the lower index.
     best_blocks = tf.sort(best_blocks, axis=-1)
     candidates = tf.gather(blocks, best_blocks, batch_dims=1)  # [rows, k, block]
-    top_values, index = tf.math.top_k(tf.reshape(candidates, [-1, k * TOP_K_BLOCK]), k)
-    block = tf.gather(best_blocks, index // TOP_K_BLOCK, batch_dims=1)
-    return top_values, block * TOP_K_BLOCK + index % TOP_K_BLOCK
+    top_values, index = tf.math.top_k(tf.reshape(candidates, [-1, k * block_width]), k)
+    block = tf.gather(best_blocks, index // block_width, batch_dims=1)
+    return top_values, block * block_width + index % block_width
 
 
 def top_log_probs(logits, k, vocab_size=None):
     """The k most probable tokens of each row and their log-probabilities.
 
-    Ranks the logits and normalises only the k chosen ones (one pass over V
-    less than a full log-softmax). Log-probabilities are clamped to NEG_INF,
-    so -inf logits stay finite.
+    Ranks the logits and normalises only the k chosen ones. The normaliser
+    log sum(exp(logits)) is the best logit minus the log of its softmax
+    probability (>= 1 / V, so its log is accurate): the fused softmax kernel
+    takes ~0.4 of the time of a logsumexp of separate ops over [128, 32000]
+    on CPU. Log-probabilities are clamped to NEG_INF, so -inf logits stay
+    finite.
 
     Args:
         logits: [rows, V] from the logits function, any float dtype.
@@ -154,7 +170,11 @@ def top_log_probs(logits, k, vocab_size=None):
         )
     logits = tf.cast(logits, tf.float32)
     top_logits, ids = top_k(logits, k)
-    log_norm = tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
+    best_prob = tf.gather(tf.nn.softmax(logits), ids, batch_dims=1)[:, :1]
+    # A max of the k, not top_logits[:, :1]: a slice of its own would stop
+    # XLA from turning the sort of its top-k into a partial top-k.
+    best_logit = tf.reduce_max(top_logits, axis=-1, keepdims=True)
+    log_norm = best_logit - tf.math.log(best_prob)  # [rows, 1]
     return tf.maximum(top_logits - log_norm, NEG_INF), ids
 
 

@@ -470,3 +470,25 @@ class TopKTest(TestCase):
         want_values, want_ids = tf.math.top_k(continuous, k)
         self.assertAllEqual(got_values, want_values)
         self.assertAllEqual(got_ids, want_ids)
+
+    @parameterized.parameters((8, 32000), (8, 4097), (3, 50))
+    def test_top_log_probs_equal_log_softmax(self, k, width):
+        from keras_transformer.decoding.beam_search import NEG_INF, top_log_probs
+
+        rng = np.random.default_rng(width)
+        logits = rng.normal(scale=4.0, size=(5, width)).astype("float32")
+        logits[1] += 100.0  # exp(100) overflows float32: shift-invariant.
+        logits[2, 1:] = -np.inf  # One finite logit: the rest clamp to NEG_INF.
+        logits[3, ::2] = -np.inf
+        want = tf.nn.log_softmax(logits.astype("float64"))
+        want_values, want_ids = tf.math.top_k(want, k)
+        for jit_compile in (False, True):
+            function = tf.function(
+                lambda x: top_log_probs(x, k, width), jit_compile=jit_compile
+            )
+            got_values, got_ids = function(tf.constant(logits))
+            self.assertAllEqual(got_ids, want_ids)
+            self.assertAllClose(
+                got_values, np.maximum(want_values, NEG_INF), atol=2e-5, rtol=0
+            )
+            self.assertEqual(got_values[2, 0], 0.0)
