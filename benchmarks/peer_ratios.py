@@ -26,11 +26,8 @@ def read_run(path):
             if row.get("status") != "ok" or "config" not in row:
                 continue  # Failed rows and the machine probe.
             variant = row.get("runner", {}).get("args") or "-"
-            speed_key = (
-                "tgt_tokens_per_s"
-                if row["workload"] == "train"
-                else ("sentences_per_s")
-            )
+            train = row["workload"] == "train"
+            speed_key = "tgt_tokens_per_s" if train else "sentences_per_s"
             if row.get(speed_key) is None:
                 continue  # A row that timed nothing (e.g. --help).
             key = (row["peer"], variant, row["config"], row["workload"])

@@ -17,7 +17,7 @@ import tensorflow as tf
 
 import keras_transformer as kt
 from keras_transformer import serving, tokens
-from keras_transformer.decoding.beam_search import beam_search
+from keras_transformer.decoding.translator import transformer_beam_search
 from keras_transformer.training import trainer
 
 # As `CONFIGS`, `TRAIN`, `DECODE` of the harness's peers/common.py.
@@ -81,29 +81,16 @@ class FixedLengthDecoder(tf.Module):
         )
 
     def _search(self, source_ids):
-        model = self._holder.model
-        memory, memory_mask = model.encode(source_ids)
-        # XLA needs fixed-size caches; without it, growing ones copy less.
-        fixed_size = self.jit_compile
-        self_cache, cross_cache = model.initial_decoding_state(
-            memory, DECODE["steps"] if fixed_size else None
-        )
         batch = tf.shape(source_ids)[0]
-        result = beam_search(
-            lambda ids, step, state, static: model.decode_step(
-                ids, step, state, static[0], static[1], append_to_cache=not fixed_size
-            ),
-            initial_ids=tf.fill([batch], tokens.BOS_ID),
-            state=self_cache,
-            static=(cross_cache, memory_mask),
-            vocab_size=model.config.vocab_size,
-            beam_size=DECODE["beam"],
-            max_decode_length=tf.fill([batch], DECODE["steps"]),
+        result = transformer_beam_search(
+            self._holder.model,
+            source_ids,
+            DECODE["beam"],
+            tf.fill([batch], DECODE["steps"]),
+            max_decode_steps=DECODE["steps"],
             eos_id=-1,  # Never generated: every hypothesis runs all steps.
-            state_shape_invariants=(
-                None if fixed_size else kt.layers.cache_shape_invariants(self_cache)
-            ),
-            tile_static=False,
+            # XLA needs fixed-size caches; without it, growing ones copy less.
+            fixed_size=self.jit_compile,
         )
         return result.ids, result.scores
 

@@ -325,33 +325,15 @@ class Translator(tf.Module):
         Returns:
             (ids int32 [B, N, cache_length], scores [B, N], lengths [B, N]).
         """
-        model = self.model
-        memory, memory_mask = model.encode(source_ids)  # [B, S, D]
-        self_cache, cross_cache = model.initial_decoding_state(
-            memory, cache_length if fixed_size else None
-        )
-
-        def symbols_to_logits_fn(ids, step, state, static):
-            cross, mask = static
-            return model.decode_step(
-                ids, step, state, cross, mask, append_to_cache=not fixed_size
-            )
-
-        result = beam_search(
-            symbols_to_logits_fn,
-            initial_ids=tf.fill([tf.shape(source_ids)[0]], BOS_ID),
-            state=self_cache,
-            static=(cross_cache, memory_mask),
-            vocab_size=self.vocab_size,
-            beam_size=self.beam_size,
-            max_decode_length=limits,
+        result = transformer_beam_search(
+            self.model,
+            source_ids,
+            self.beam_size,
+            limits,
             alpha=alpha,
             num_return=num_return,
             max_decode_steps=cache_length,
-            state_shape_invariants=(
-                None if fixed_size else layers.cache_shape_invariants(self_cache)
-            ),
-            tile_static=False,
+            fixed_size=fixed_size,
         )
         return result.ids, result.scores, result.lengths
 
@@ -367,6 +349,70 @@ class Translator(tf.Module):
             num_return,
             fixed_size=True,
         )
+
+
+def transformer_beam_search(
+    model,
+    source_ids,
+    beam_size,
+    max_decode_length,
+    alpha=0.6,
+    num_return=1,
+    max_decode_steps=None,
+    eos_id=EOS_ID,
+    fixed_size=False,
+):
+    """Encoder + cached beam search of a `Transformer` over token ids.
+
+    The translator and the benchmarks decode through this one function, so
+    the benchmarks time what an export serves.
+
+    Args:
+        model: a `Transformer`.
+        source_ids: int32 [B, S], 0 = padding.
+        beam_size: K, a Python int.
+        max_decode_length: int scalar or [B], see `beam_search`.
+        alpha: length penalty strength.
+        num_return: N, hypotheses returned per sentence.
+        max_decode_steps: L, the loop length (see `beam_search`); with
+            `fixed_size`, also the length of the caches.
+        eos_id: the end token; -1 never ends (benchmarks).
+        fixed_size: self-attention caches of `max_decode_steps` positions
+            written in place (static shapes, for XLA) rather than growing
+            ones, which copy less without XLA.
+
+    Returns:
+        A `BeamSearchResult`.
+    """
+    memory, memory_mask = model.encode(source_ids)  # [B, S, D]
+    self_cache, cross_cache = model.initial_decoding_state(
+        memory, max_decode_steps if fixed_size else None
+    )
+
+    def symbols_to_logits_fn(ids, step, state, static):
+        cross, mask = static
+        return model.decode_step(
+            ids, step, state, cross, mask, append_to_cache=not fixed_size
+        )
+
+    return beam_search(
+        symbols_to_logits_fn,
+        initial_ids=tf.fill([tf.shape(source_ids)[0]], BOS_ID),
+        state=self_cache,
+        static=(cross_cache, memory_mask),
+        vocab_size=model.config.vocab_size,
+        beam_size=beam_size,
+        max_decode_length=max_decode_length,
+        alpha=alpha,
+        eos_id=eos_id,
+        num_return=num_return,
+        max_decode_steps=max_decode_steps,
+        state_shape_invariants=(
+            None if fixed_size else layers.cache_shape_invariants(self_cache)
+        ),
+        # Cross-attention groups the K beams of a sentence itself.
+        tile_static=False,
+    )
 
 
 def _round_up(value, multiple):
