@@ -196,23 +196,31 @@ class Transformer(keras.Model):
                 the positions decoded so far rather than `max_length`.
 
         Returns:
-            `(self_attention_cache, cross_attention_cache)`: per-layer lists of
-            dicts; the first fills step by step (and must follow the
-            hypotheses in beam search), the second holds the encoder
-            keys/values, projected once.
+            `(self_attention_cache, step_constants)`. The first, a per-layer
+            list of dicts, fills step by step (and must follow the
+            hypotheses in beam search). The second is what every step
+            reads but is computed once: a dict with `cross_attention`, the
+            per-layer encoder keys/values, and, with shared embeddings,
+            `output_kernel`, the pre-softmax matrix laid out as [D, V]
+            (see `ScaledEmbedding`).
         """
         batch_size = ops.shape(memory)[0]
         self_cache = self.decoder.initial_cache(
             batch_size, max_length, self.decoder.compute_dtype
         )
-        return self_cache, self.decoder.project_memory(memory)
+        constants = {"cross_attention": self.decoder.project_memory(memory)}
+        if self.output_projection is None:
+            constants["output_kernel"] = self.target_embedding.transposed_embeddings(
+                self.decoder.compute_dtype
+            )
+        return self_cache, constants
 
     def decode_step(
         self,
         ids,
         step,
         self_attention_cache,
-        cross_attention_cache,
+        step_constants,
         memory_mask,
         append_to_cache=False,
     ):
@@ -223,7 +231,7 @@ class Transformer(keras.Model):
             step: int32 scalar, 0-based position of `ids`.
             self_attention_cache: from `initial_decoding_state` or the last
                 call.
-            cross_attention_cache: from `initial_decoding_state`.
+            step_constants: from `initial_decoding_state`.
             memory_mask: bool [B, 1, S].
             append_to_cache: True for growing caches (`max_length=None` in
                 `initial_decoding_state`; a `tf.while_loop` over the steps
@@ -241,13 +249,16 @@ class Transformer(keras.Model):
             memory_mask=memory_mask,
             self_attention_cache=self_attention_cache,
             cache_index=None if append_to_cache else step,
-            cross_attention_cache=cross_attention_cache,
+            cross_attention_cache=step_constants["cross_attention"],
         )
-        return self._logits(y)[:, 0, :], new_cache
+        logits = self._logits(y, step_constants.get("output_kernel"))
+        return logits[:, 0, :], new_cache
 
-    def _logits(self, hidden):
+    def _logits(self, hidden, output_kernel=None):
         if self.output_projection is None:
-            return self.target_embedding(hidden, reverse=True)
+            return self.target_embedding(
+                hidden, reverse=True, transposed_embeddings=output_kernel
+            )
         return ops.cast(self.output_projection(hidden), "float32")
 
     def train_step(self, data):

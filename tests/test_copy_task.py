@@ -49,7 +49,12 @@ class ReverseTaskTest(TestCase):
         )
         model = build_transformer(config)
         model.compile(
-            optimizer=transformer_optimizer(config.d_model, warmup_steps=400),
+            # Half the schedule: at d_model 64 its full peak (6e-3) makes the
+            # accuracy swing by a few points from epoch to epoch, so a 0.99
+            # threshold would pass or fail on float rounding alone.
+            optimizer=transformer_optimizer(
+                config.d_model, warmup_steps=400, scale=0.5
+            ),
             loss=LabelSmoothedCrossEntropy(config.label_smoothing),
             metrics=[MaskedTokenAccuracy()],
         )

@@ -104,16 +104,14 @@ class TransformerModelTest(TestCase):
             full = self.call(model, source, target)
             memory, memory_mask = model.encode(source)
             for max_length in (6, None):  # fixed-size, then growing caches
-                self_cache, cross_cache = model.initial_decoding_state(
-                    memory, max_length
-                )
+                self_cache, constants = model.initial_decoding_state(memory, max_length)
                 steps = []
                 for t in range(6):
                     logits, self_cache = model.decode_step(
                         target[:, t],
                         t,
                         self_cache,
-                        cross_cache,
+                        constants,
                         memory_mask,
                         append_to_cache=max_length is None,
                     )

@@ -385,21 +385,21 @@ def transformer_beam_search(
         A `BeamSearchResult`.
     """
     memory, memory_mask = model.encode(source_ids)  # [B, S, D]
-    self_cache, cross_cache = model.initial_decoding_state(
+    self_cache, constants = model.initial_decoding_state(
         memory, max_decode_steps if fixed_size else None
     )
 
     def symbols_to_logits_fn(ids, step, state, static):
-        cross, mask = static
+        constants, mask = static
         return model.decode_step(
-            ids, step, state, cross, mask, append_to_cache=not fixed_size
+            ids, step, state, constants, mask, append_to_cache=not fixed_size
         )
 
     return beam_search(
         symbols_to_logits_fn,
         initial_ids=tf.fill([tf.shape(source_ids)[0]], BOS_ID),
         state=self_cache,
-        static=(cross_cache, memory_mask),
+        static=(constants, memory_mask),
         vocab_size=model.config.vocab_size,
         beam_size=beam_size,
         max_decode_length=max_decode_length,
@@ -410,7 +410,8 @@ def transformer_beam_search(
         state_shape_invariants=(
             None if fixed_size else layers.cache_shape_invariants(self_cache)
         ),
-        # Cross-attention groups the K beams of a sentence itself.
+        # Cross-attention groups the K beams of a sentence itself; the
+        # output kernel is not per sentence.
         tile_static=False,
     )
 

@@ -9,6 +9,7 @@ from keras_transformer.layers.decoder_layer import TransformerDecoderLayer
 from keras_transformer.layers.embedding import ScaledEmbedding
 from keras_transformer.layers.encoder_layer import TransformerEncoderLayer
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
+from keras_transformer.layers.layer_norm import LayerNormalization
 from keras_transformer.layers.masks import PaddingMask, causal_mask, padding_mask
 from keras_transformer.layers.positional_encoding import (
     LearnedPositionalEmbedding,

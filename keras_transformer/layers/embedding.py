@@ -29,6 +29,11 @@ class ScaledEmbedding(keras.layers.Layer):
         inputs: int ids [B, T] (forward) or hidden states [B, T, D]
             (`reverse=True`).
         reverse: project hidden states onto the vocabulary instead.
+        transposed_embeddings: optional `transposed_embeddings()`, E^T as
+            [D, V], for `reverse=True`. Decoding reads it once before its
+            loop: oneDNN multiplies a few rows by a [D, V] matrix ~1.5x
+            faster than by the transposed [V, D] one (10-15 % of a base
+            decoding step); training gains nothing from it.
 
     Returns:
         [B, T, D] scaled embeddings, or float32 logits [B, T, V] when
@@ -58,13 +63,19 @@ class ScaledEmbedding(keras.layers.Layer):
         )
         self.built = True
 
-    def call(self, inputs, reverse=False):
+    def transposed_embeddings(self, dtype=None):
+        """E^T, [D, V] in `dtype` (default: the compute dtype), a copy laid
+        out for `call(..., reverse=True, transposed_embeddings=...)`."""
+        return ops.transpose(ops.cast(self.embeddings, dtype or self.compute_dtype))
+
+    def call(self, inputs, reverse=False, transposed_embeddings=None):
         if reverse:
             # [B, T, D] -> [B * T, D] so that the projection is one 2-D
             # matmul (a broadcast batched matmul is much slower on CPU).
             hidden = ops.reshape(inputs, (-1, self.d_model))
-            kernel = ops.cast(self.embeddings, inputs.dtype)
-            logits = ops.matmul(hidden, ops.transpose(kernel))
+            if transposed_embeddings is None:
+                transposed_embeddings = self.transposed_embeddings(inputs.dtype)
+            logits = ops.matmul(hidden, ops.cast(transposed_embeddings, inputs.dtype))
             leading = ops.shape(inputs)[:-1]
             logits = ops.reshape(logits, (*leading, self.vocab_size))
             return ops.cast(logits, "float32")
@@ -73,12 +84,14 @@ class ScaledEmbedding(keras.layers.Layer):
             math.sqrt(self.d_model), self.compute_dtype
         )
 
-    def compute_output_shape(self, inputs_shape, reverse=False):
+    def compute_output_shape(
+        self, inputs_shape, reverse=False, transposed_embeddings=None
+    ):
         if reverse:
             return (*inputs_shape[:-1], self.vocab_size)
         return (*inputs_shape, self.d_model)
 
-    def compute_output_spec(self, inputs, reverse=False):
+    def compute_output_spec(self, inputs, reverse=False, transposed_embeddings=None):
         shape = self.compute_output_shape(inputs.shape, reverse)
         dtype = "float32" if reverse else self.compute_dtype
         return keras.KerasTensor(shape, dtype=dtype)

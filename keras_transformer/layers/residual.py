@@ -5,6 +5,8 @@ Shape legend: B batch, T length, D d_model.
 
 import keras
 
+from keras_transformer.layers.layer_norm import LayerNormalization
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class ResidualConnection(keras.layers.Layer):
@@ -42,7 +44,7 @@ class ResidualConnection(keras.layers.Layer):
         self.dropout = dropout
         self.norm_position = norm_position
         self.epsilon = epsilon
-        self.layer_norm = keras.layers.LayerNormalization(
+        self.layer_norm = LayerNormalization(
             epsilon=epsilon, dtype=self.dtype_policy, name="layer_norm"
         )
         self.dropout_layer = keras.layers.Dropout(

@@ -7,6 +7,7 @@ import keras
 
 from keras_transformer.layers.decoder_layer import TransformerDecoderLayer
 from keras_transformer.layers.encoder_layer import TransformerEncoderLayer
+from keras_transformer.layers.layer_norm import LayerNormalization
 
 
 class _Stack(keras.layers.Layer):
@@ -56,7 +57,7 @@ class _Stack(keras.layers.Layer):
         # Pre-norm leaves the last residual sum unnormalised.
         self.final_norm = None
         if norm_position == "pre":
-            self.final_norm = keras.layers.LayerNormalization(
+            self.final_norm = LayerNormalization(
                 epsilon=layer_norm_epsilon,
                 dtype=self.dtype_policy,
                 name="final_layer_norm",

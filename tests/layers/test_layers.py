@@ -1,6 +1,9 @@
 """Feed-forward, residual, embedding, encoder/decoder layers and stacks."""
 
+import keras
 import numpy as np
+import tensorflow as tf
+from absl.testing import parameterized
 
 from keras_transformer import layers
 from tests.test_case import TestCase
@@ -49,6 +52,63 @@ class ResidualConnectionTest(TestCase):
             layers.ResidualConnection(0.1, norm_position="middle")
 
 
+class LayerNormalizationTest(TestCase):
+    def keras_twin(self, layer, inputs):
+        """Keras's own layer with the same config and weights."""
+        twin = keras.layers.LayerNormalization.from_config(layer.get_config())
+        twin.build(inputs.shape)
+        twin.set_weights(layer.get_weights())
+        return twin
+
+    @parameterized.parameters("float32", "mixed_bfloat16")
+    def test_matches_keras_values_and_gradients(self, policy):
+        keras.config.set_dtype_policy(policy)
+        layer = layers.LayerNormalization(epsilon=1e-6)
+        rng = np.random.default_rng(4)
+        inputs = tf.constant(rng.normal(3.0, 2.0, size=(2, 5, 16)), "float32")
+        layer.build(inputs.shape)
+        layer.set_weights([rng.normal(size=16), rng.normal(size=16)])
+        twin = self.keras_twin(layer, inputs)
+
+        def values_and_gradients(norm):
+            with tf.GradientTape() as tape:
+                tape.watch(inputs)
+                outputs = norm(inputs)
+                loss = tf.reduce_sum(tf.cast(outputs, "float32") * inputs)
+            return [outputs] + tape.gradient(loss, [inputs, *norm.weights])
+
+        ours, theirs = values_and_gradients(layer), values_and_gradients(twin)
+        self.assertEqual(ours[0].dtype, theirs[0].dtype)
+        atol = 1e-5 if policy == "float32" else 2e-2
+        for a, b in zip(ours, theirs):
+            self.assertAllClose(a, b, atol=atol, rtol=atol)
+
+    def test_runs_fewer_ops_than_keras(self):
+        layer = layers.LayerNormalization(epsilon=1e-6)
+        inputs = tf.zeros((2, 3, 8))
+        layer.build(inputs.shape)
+
+        def compute_ops(norm):
+            graph = tf.function(norm).get_concrete_function(inputs).graph
+            skipped = {"Placeholder", "Const", "Identity", "NoOp", "ReadVariableOp"}
+            return [op.type for op in graph.get_operations() if op.type not in skipped]
+
+        self.assertLen(compute_ops(layer), 9)
+        self.assertGreater(len(compute_ops(self.keras_twin(layer, inputs))), 9)
+
+    def test_other_settings_run_keras_code(self):
+        inputs = np.random.default_rng(5).normal(size=(2, 3, 8)).astype("float32")
+        for kwargs in (dict(axis=1), dict(axis=[1, 2]), dict(center=False)):
+            layer = layers.LayerNormalization(**kwargs)
+            outputs = layer(inputs)
+            self.assertAllClose(
+                outputs, self.keras_twin(layer, inputs)(inputs), atol=1e-5
+            )
+
+    def test_serialization_round_trip(self):
+        self.assert_serialization_round_trip(layers.LayerNormalization(epsilon=1e-6))
+
+
 class ScaledEmbeddingTest(TestCase):
     def test_scales_by_sqrt_d_model_and_reverses_with_the_same_matrix(self):
         layer = layers.ScaledEmbedding(vocab_size=10, d_model=16)
@@ -59,6 +119,19 @@ class ScaledEmbeddingTest(TestCase):
         logits = layer(embedded, reverse=True).numpy()
         self.assertEqual(logits.dtype, np.float32)
         self.assertAllClose(logits, embedded @ matrix.T, atol=1e-4)
+
+    def test_reverse_with_transposed_embeddings_read_once_is_identical(self):
+        # Decoding passes E^T, laid out once before its loop; the logits must
+        # not change by a single bit.
+        layer = layers.ScaledEmbedding(vocab_size=50, d_model=16)
+        hidden = np.random.default_rng(3).normal(size=(6, 1, 16)).astype("float32")
+        logits = layer(hidden, reverse=True).numpy()
+        transposed = layer.transposed_embeddings()
+        self.assertAllEqual(transposed.numpy(), layer.embeddings.numpy().T)
+        self.assertAllEqual(
+            layer(hidden, reverse=True, transposed_embeddings=transposed).numpy(),
+            logits,
+        )
 
     def test_bad_sizes(self):
         with self.assertRaisesRegex(ValueError, "vocab_size=0"):
