@@ -390,9 +390,9 @@ def transformer_beam_search(
     )
 
     def symbols_to_logits_fn(ids, step, state, static):
-        constants, mask = static
+        step_constants, mask = static
         return model.decode_step(
-            ids, step, state, constants, mask, append_to_cache=not fixed_size
+            ids, step, state, step_constants, mask, append_to_cache=not fixed_size
         )
 
     return beam_search(
