@@ -32,8 +32,8 @@ class ScaledEmbedding(keras.layers.Layer):
         transposed_embeddings: optional `transposed_embeddings()`, E^T as
             [D, V], for `reverse=True`. Decoding reads it once before its
             loop: oneDNN multiplies a few rows by a [D, V] matrix ~1.5x
-            faster than by the transposed [V, D] one (10-15 % of a base
-            decoding step); training gains nothing from it.
+            faster than by the transposed [V, D] one (~11 % of a base
+            decoding call); training's many rows gain nothing from it.
 
     Returns:
         [B, T, D] scaled embeddings, or float32 logits [B, T, V] when
