@@ -4,6 +4,7 @@ Shape legend: B batch, T target length, V vocabulary.
 """
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from keras_transformer import tokens
@@ -51,7 +52,10 @@ class MaskedTokenAccuracy(_MaskedTokenMean):
         super().__init__(pad_id=pad_id, name=name, **kwargs)
 
     def token_values(self, labels, logits):
-        predictions = ops.cast(ops.argmax(logits, axis=-1), "int32")
+        # `tf.argmax`, not `ops.argmax`: Keras's maps -0.0 to -tiny first
+        # (for flush-to-zero backends), five more passes over the [B, T, V]
+        # logits that cost ~100 ms of a 2.6 s base training step on 2 cores.
+        predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
         return ops.cast(ops.equal(predictions, labels), "float32")
 
     def result(self):

@@ -1,4 +1,4 @@
-"""The learning-rate schedule of section 5.3 and the paper's Adam settings."""
+"""The learning-rate schedule of section 5.3."""
 
 import keras
 from keras import ops
@@ -54,34 +54,3 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
             "warmup_steps": self.warmup_steps,
             "scale": self.scale,
         }
-
-
-def transformer_optimizer(
-    d_model,
-    warmup_steps=4000,
-    scale=1.0,
-    beta_1=0.9,
-    beta_2=0.98,
-    epsilon=1e-9,
-    **kwargs,
-):
-    """Adam with the paper's settings (section 5.3) on `TransformerSchedule`.
-
-    Args:
-        d_model: model width.
-        warmup_steps: schedule warmup.
-        scale: schedule factor.
-        beta_1, beta_2, epsilon: Adam settings (paper: 0.9, 0.98, 1e-9).
-        **kwargs: further `keras.optimizers.Adam` arguments (e.g.
-            `clipnorm`).
-
-    Returns:
-        A `keras.optimizers.Adam`.
-    """
-    return keras.optimizers.Adam(
-        learning_rate=TransformerSchedule(d_model, warmup_steps, scale),
-        beta_1=beta_1,
-        beta_2=beta_2,
-        epsilon=epsilon,
-        **kwargs,
-    )

@@ -24,7 +24,7 @@ from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training import distribution
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedTokenAccuracy, TargetTokenCount
-from keras_transformer.training.schedule import transformer_optimizer
+from keras_transformer.training.optimizer import transformer_optimizer
 
 # Vocabulary of the demo corpus (it has about 4,300 distinct BPE merges).
 DEMO_VOCAB_SIZE = 2000

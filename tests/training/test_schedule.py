@@ -3,7 +3,7 @@ import json
 import keras
 import numpy as np
 
-from keras_transformer.training import TransformerSchedule, transformer_optimizer
+from keras_transformer.training import TransformerSchedule
 from tests.test_case import TestCase
 
 
@@ -50,16 +50,3 @@ class TransformerScheduleTest(TestCase):
             TransformerSchedule(512, 0)
         with self.assertRaisesRegex(ValueError, "scale=0"):
             TransformerSchedule(512, 10, scale=0)
-
-    def test_optimizer_has_the_papers_adam_settings(self):
-        optimizer = transformer_optimizer(d_model=512)
-        self.assertAllClose(
-            (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon),
-            (0.9, 0.98, 1e-9),
-        )
-        self.assertIsInstance(
-            optimizer.learning_rate_schedule
-            if hasattr(optimizer, "learning_rate_schedule")
-            else optimizer._learning_rate,
-            TransformerSchedule,
-        )
