@@ -71,7 +71,7 @@ class Transformer(keras.Model):
             for name in ("source_position", "target_position")
         )
         source_dropout, target_dropout = (
-            keras.layers.Dropout(c.dropout, dtype=dtype, name=name)
+            layers.Dropout(c.dropout, dtype=dtype, name=name)
             for name in ("source_dropout", "target_dropout")
         )
         stack_arguments = dict(

@@ -6,6 +6,7 @@ from keras_transformer.layers.attention import (
     scaled_dot_product_attention,
 )
 from keras_transformer.layers.decoder_layer import TransformerDecoderLayer
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.embedding import ScaledEmbedding
 from keras_transformer.layers.encoder_layer import TransformerEncoderLayer
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward

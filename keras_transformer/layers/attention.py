@@ -9,6 +9,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_transformer.layers import masks
+from keras_transformer.layers.dropout import Dropout
 
 # Added to masked scores before the softmax; large enough to zero them in
 # float32, small enough not to overflow to -inf (no NaN for an all-masked row).
@@ -188,7 +189,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.dropout_layer = keras.layers.Dropout(dropout, name="dropout")
+        self.dropout_layer = Dropout(dropout, name="dropout")
         self._attention_weights_dropout = self.dropout_layer if dropout else None
 
     def build(self, query_shape, memory_shape=None):

@@ -5,6 +5,8 @@ Shape legend: B batch, T length, D d_model, F d_ff.
 
 import keras
 
+from keras_transformer.layers.dropout import Dropout
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class PositionwiseFeedForward(keras.layers.Layer):
@@ -51,7 +53,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
             dtype=self.dtype_policy,
             name="inner",
         )
-        self.dropout_layer = keras.layers.Dropout(
+        self.dropout_layer = Dropout(
             activation_dropout, dtype=self.dtype_policy, name="dropout"
         )
         self.outer = None

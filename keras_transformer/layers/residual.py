@@ -5,6 +5,7 @@ Shape legend: B batch, T length, D d_model.
 
 import keras
 
+from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.layer_norm import LayerNormalization
 
 
@@ -47,9 +48,7 @@ class ResidualConnection(keras.layers.Layer):
         self.layer_norm = LayerNormalization(
             epsilon=epsilon, dtype=self.dtype_policy, name="layer_norm"
         )
-        self.dropout_layer = keras.layers.Dropout(
-            dropout, dtype=self.dtype_policy, name="dropout"
-        )
+        self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy, name="dropout")
 
     def build(self, inputs_shape, sublayer_output_shape=None):
         self.layer_norm.build(inputs_shape)
