@@ -54,7 +54,8 @@ class MaskedTokenAccuracy(_MaskedTokenMean):
     def token_values(self, labels, logits):
         # `tf.argmax`, not `ops.argmax`: Keras's maps -0.0 to -tiny first
         # (for flush-to-zero backends), five more passes over the [B, T, V]
-        # logits that cost ~100 ms of a 2.6 s base training step on 2 cores.
+        # logits that cost ~100 ms of a 2.6 s base training step on 2 cores
+        # and ~385 MiB of its peak RSS.
         predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
         return ops.cast(ops.equal(predictions, labels), "float32")
 

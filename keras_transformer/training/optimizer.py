@@ -7,7 +7,10 @@ measured on 2 CPU cores, that is 3300 ops and ~30 ms of a 360 ms training
 step at the small config, and 6600 ops and ~260 ms of a 2.6 s step at base.
 TensorFlow's `ResourceApplyAdam` does the same update in one multi-threaded
 pass per variable, with the same formula (the "epsilon hat" form Keras also
-uses), so the trained weights agree to float rounding.
+uses), so the trained weights agree to float rounding. The wall time gains
+less than the op time, as the unfused ops overlapped the backward pass: A/B
+in one process, small 392 -> 379 ms, base 2494 -> 2444 ms; base peak RSS
+3571 -> 3486 MiB. Under XLA, which fuses either form, nothing changes.
 """
 
 import keras
