@@ -10,6 +10,7 @@ from keras import ops
 
 from keras_transformer.layers import masks
 from keras_transformer.layers.dropout import Dropout
+from keras_transformer.layers.projection import project
 
 # Added to masked scores before the softmax; large enough to zero them in
 # float32, small enough not to overflow to -inf (no NaN for an all-masked row).
@@ -226,7 +227,7 @@ class MultiHeadAttention(keras.layers.Layer):
             )
         return kernel, bias
 
-    def _project(self, inputs, kernels, biases):
+    def _project(self, inputs, kernels, biases, training=None):
         """2-D matmuls for several projections: [B, L, D] -> list of
         [B, N, L, H], one per kernel."""
         widths = [kernel.shape[-1] for kernel in kernels]
@@ -236,14 +237,18 @@ class MultiHeadAttention(keras.layers.Layer):
             # A single kernel, or one decoding step: its few rows make
             # concatenating the kernels (a copy of all of them, each step)
             # cost more than separate matmuls.
-            parts = [ops.matmul(flat_inputs, kernel) for kernel in kernels]
-            if self.use_bias:
-                parts = [part + bias for part, bias in zip(parts, biases)]
+            parts = [
+                project(flat_inputs, kernel, bias, training)
+                for kernel, bias in zip(kernels, biases)
+            ]
         else:
             # One matmul for the fused projections of a sequence.
-            flat = ops.matmul(flat_inputs, ops.concatenate(kernels, axis=-1))
-            if self.use_bias:
-                flat = flat + ops.concatenate(biases, 0)
+            flat = project(
+                flat_inputs,
+                ops.concatenate(kernels, axis=-1),
+                ops.concatenate(biases, 0) if self.use_bias else None,
+                training,
+            )
             # A split, not slices: its gradient is one concatenation, while
             # each slice's gradient pads a full-width zero tensor.
             parts = tf.split(flat, widths, axis=-1)
@@ -307,7 +312,9 @@ class MultiHeadAttention(keras.layers.Layer):
         grouped = False
         if isinstance(memory, dict):
             # Cross-attention with keys/values projected once.
-            (q,) = self._project(query, [self.query_kernel], [self.query_bias])
+            (q,) = self._project(
+                query, [self.query_kernel], [self.query_bias], training
+            )
             key, value = memory["key"], memory["value"]
             grouped = query.shape[1] == 1
             if grouped:
@@ -317,6 +324,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 query,
                 [self.query_kernel, self.key_kernel, self.value_kernel],
                 [self.query_bias, self.key_bias, self.value_bias],
+                training,
             )
             if cache is not None and cache_index is None:
                 query_start = ops.shape(cache["key"])[2]
@@ -332,11 +340,14 @@ class MultiHeadAttention(keras.layers.Layer):
                 query_start = cache_index
                 use_causal_mask = True  # The unwritten positions.
         else:
-            (q,) = self._project(query, [self.query_kernel], [self.query_bias])
+            (q,) = self._project(
+                query, [self.query_kernel], [self.query_bias], training
+            )
             key, value = self._project(
                 memory,
                 [self.key_kernel, self.value_kernel],
                 [self.key_bias, self.value_bias],
+                training,
             )
 
         mask = None
@@ -357,9 +368,7 @@ class MultiHeadAttention(keras.layers.Layer):
         attended = _swap_heads_and_positions(attended)
         batch, length = ops.shape(query)[0], ops.shape(query)[1]
         flat = ops.reshape(attended, (-1, self.num_heads * self.value_dim))
-        outputs = ops.matmul(flat, self.output_kernel)
-        if self.use_bias:
-            outputs = outputs + self.output_bias
+        outputs = project(flat, self.output_kernel, self.output_bias, training)
         outputs = ops.reshape(outputs, (batch, length, outputs.shape[-1]))
 
         results = (outputs,)
