@@ -4,6 +4,7 @@ Shape legend: B batch, T length, D d_model.
 """
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 
@@ -14,8 +15,9 @@ class LayerNormalization(keras.layers.LayerNormalization):
     Same weights, config and results (to float32 rounding) as the Keras
     layer, which it extends. Normalising over the last axis with both
     `gamma` and `beta` (how the Transformer uses it) runs as 9 TensorFlow
-    ops instead of Keras's 14. At a decoding step's sizes a norm costs
-    mostly per-op overhead: ~2 % of a decoding call in A/B runs. Other
+    ops instead of Keras's 14, and its gradient is the closed form. At a
+    decoding step's sizes a norm costs mostly per-op overhead: ~2 % of a
+    decoding call in A/B runs. Other
     settings (several axes, `rms_scaling`, no `center` or `scale`) run
     Keras's own code.
 
@@ -36,10 +38,44 @@ class LayerNormalization(keras.layers.LayerNormalization):
         if self.rms_scaling or not (self.center and self.scale and last_axis):
             return super().call(inputs)
         # float32 statistics under mixed precision too, as Keras computes them.
-        x = ops.cast(inputs, "float32")
-        mean = ops.mean(x, axis=-1, keepdims=True)
-        centered = x - mean
-        variance = ops.mean(ops.square(centered), axis=-1, keepdims=True)
-        scale = ops.rsqrt(variance + self.epsilon) * ops.cast(self.gamma, "float32")
-        outputs = centered * scale + ops.cast(self.beta, "float32")
+        outputs = _normalize(
+            ops.cast(inputs, "float32"),
+            ops.cast(self.gamma, "float32"),
+            ops.cast(self.beta, "float32"),
+            self.epsilon,
+        )
         return ops.cast(outputs, self.compute_dtype)
+
+
+def _normalize(x, gamma, beta, epsilon):
+    """`gamma * (x - mean) / std + beta` over the last axis, with the
+    closed-form gradient: 11 backward ops where autodiff of the forward
+    ops makes ~20 (A/B in one process, training step: small 356 -> 342 ms,
+    base 2272 -> 2254 ms)."""
+
+    @tf.custom_gradient
+    def normalize(x, gamma, beta):
+        mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+        centered = x - mean
+        variance = tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
+        inverse_std = tf.math.rsqrt(variance + epsilon)
+        normalized = centered * inverse_std
+
+        def gradient(upstream):
+            rows = list(range(len(upstream.shape) - 1))
+            scaled = upstream * gamma
+            # d/dx of (x - mean) / std: remove the mean of the upstream and
+            # its component along the normalized vector.
+            inputs_gradient = inverse_std * (
+                scaled
+                - tf.reduce_mean(scaled, axis=-1, keepdims=True)
+                - normalized
+                * tf.reduce_mean(scaled * normalized, axis=-1, keepdims=True)
+            )
+            gamma_gradient = tf.reduce_sum(upstream * normalized, axis=rows)
+            beta_gradient = tf.reduce_sum(upstream, axis=rows)
+            return inputs_gradient, gamma_gradient, beta_gradient
+
+        return normalized * gamma + beta, gradient
+
+    return normalize(x, gamma, beta)
