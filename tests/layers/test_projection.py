@@ -23,7 +23,7 @@ def _values_and_gradients(fn, inputs, kernel, bias):
     return [outputs] + tape.gradient(loss, weights)
 
 
-class ProjectTest(TestCase, parameterized.TestCase):
+class ProjectTest(TestCase):
     def setUp(self):
         super().setUp()
         rng = np.random.default_rng(0)
