@@ -41,18 +41,17 @@ def project(inputs, kernel, bias=None, training=False):
     return _project_with_bias(inputs, kernel, tf.convert_to_tensor(bias))
 
 
-def _input_gradient(upstream, kernel):
+def _matmul_gradients(inputs, kernel, upstream):
+    """(d inputs, d kernel) of `inputs @ kernel` for `upstream` [N, O]."""
     # [1, N, O] x [1, I, O]^T -> [N, I], as `BatchMatMulV2` (see `project`).
-    return tf.linalg.matmul(upstream[None], kernel[None], adjoint_b=True)[0]
+    inputs_gradient = tf.linalg.matmul(upstream[None], kernel[None], adjoint_b=True)
+    return inputs_gradient[0], tf.matmul(inputs, upstream, transpose_a=True)
 
 
 @tf.custom_gradient
 def _project(inputs, kernel):
     def gradient(upstream):
-        return (
-            _input_gradient(upstream, kernel),
-            tf.matmul(inputs, upstream, transpose_a=True),
-        )
+        return _matmul_gradients(inputs, kernel, upstream)
 
     return tf.matmul(inputs, kernel), gradient
 
@@ -60,11 +59,8 @@ def _project(inputs, kernel):
 @tf.custom_gradient
 def _project_with_bias(inputs, kernel, bias):
     def gradient(upstream):
-        return (
-            _input_gradient(upstream, kernel),
-            tf.matmul(inputs, upstream, transpose_a=True),
-            tf.raw_ops.BiasAddGrad(out_backprop=upstream),
-        )
+        bias_gradient = tf.raw_ops.BiasAddGrad(out_backprop=upstream)
+        return (*_matmul_gradients(inputs, kernel, upstream), bias_gradient)
 
     # MatMul + BiasAdd: Grappler fuses the two into one oneDNN kernel.
     return tf.nn.bias_add(tf.matmul(inputs, kernel), bias), gradient
