@@ -19,8 +19,9 @@ def project(inputs, kernel, bias=None, training=False):
     GFLOP/s). A batched matmul with `adjoint_b` runs through oneDNN's matmul
     primitive instead, at full speed. (Grappler folds an explicit transpose
     back into the 2-D `MatMul`, so that is no way out.) Outside training the
-    plain ops run: the custom gradient's `IdentityN` would cost ~2 % of a
-    decoding step, and any gradient taken there is still exact.
+    plain ops run: the custom gradient's `IdentityN` would add an op to each
+    projection of every decoding step, and any gradient taken there is still
+    exact.
 
     Args:
         inputs: [N, I].
