@@ -17,6 +17,7 @@ import tensorflow as tf
 
 import keras_transformer as kt
 from keras_transformer import serving, tokens
+from keras_transformer.decoding import translator
 from keras_transformer.decoding.translator import transformer_beam_search
 from keras_transformer.training import trainer
 
@@ -91,6 +92,10 @@ class FixedLengthDecoder(tf.Module):
             eos_id=-1,  # Never generated: every hypothesis runs all steps.
             # XLA needs fixed-size caches; without it, growing ones copy less.
             fixed_size=self.jit_compile,
+            # As `Translator` does: side by side searches without XLA.
+            parallel_searches=(
+                1 if self.jit_compile else translator.DEFAULT_PARALLEL_SEARCHES
+            ),
         )
         return result.ids, result.scores
 

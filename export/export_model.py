@@ -100,6 +100,15 @@ def define_flags(flag_values=FLAGS):
         "--xla_cpu_compilation_enabled=true on CPU; stock settings reject it.",
         flag_values=flag_values,
     )
+    flags.DEFINE_integer(
+        "parallel_searches",
+        translator_lib.DEFAULT_PARALLEL_SEARCHES,
+        "Without --jit_compile, split each batch into this many beam searches that "
+        "run side by side (same results; faster on CPU at batches of 8 and more); "
+        "1 searches the whole batch at once.",
+        lower_bound=1,
+        flag_values=flag_values,
+    )
     flags.DEFINE_bool(
         "overwrite",
         False,
@@ -136,6 +145,7 @@ def export(
     length_offset,
     overwrite,
     jit_compile=False,
+    parallel_searches=translator_lib.DEFAULT_PARALLEL_SEARCHES,
 ):
     """Loads the model and vocabulary and writes the SavedModel.
 
@@ -182,6 +192,7 @@ def export(
         alpha=alpha,
         length_offset=length_offset,
         jit_compile=jit_compile,
+        parallel_searches=parallel_searches,
     )
     return serving.export_translator(translator, path, overwrite=overwrite)
 
@@ -202,6 +213,7 @@ def main(argv):
             length_offset=FLAGS.length_offset,
             overwrite=FLAGS.overwrite,
             jit_compile=FLAGS.jit_compile,
+            parallel_searches=FLAGS.parallel_searches,
         )
     except (ValueError, FileNotFoundError, FileExistsError, TypeError) as error:
         # User errors: one line, no TensorFlow traceback.

@@ -7,13 +7,22 @@ returned, K beam.
 import tensorflow as tf
 
 from keras_transformer import layers
-from keras_transformer.decoding.beam_search import beam_search
+from keras_transformer.decoding.beam_search import (
+    BeamSearchResult,
+    beam_search,
+    decode_limits,
+)
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 
 # The paper's decoding defaults (section 6.1).
 DEFAULT_BEAM_SIZE = 4
 DEFAULT_ALPHA = 0.6
 DEFAULT_LENGTH_OFFSET = 50
+# Searches over parts of a batch that run side by side without XLA: the
+# executor then keeps both cores of a small machine busy where one search's
+# small per-step ops leave the second mostly idle (A/B in one process, batch
+# 32: small 367 -> 324 ms a call, base 1792 -> 1679 ms; 4 parts were slower).
+DEFAULT_PARALLEL_SEARCHES = 2
 # With `jit_compile`, source and cache lengths are padded to multiples of
 # this, so XLA compiles one program per bucket rather than per length.
 _LENGTH_BUCKET = 16
@@ -70,6 +79,9 @@ class Translator(tf.Module):
             XLA compiles once per such shape. A
             SavedModel of it needs XLA at serving time: TF Serving's
             `--xla_cpu_compilation_enabled=true` on CPU.
+        parallel_searches: without `jit_compile`, the batch is split into
+            this many parts searched side by side (same results); 1 runs
+            one search. XLA runs one program, so it always searches once.
         name: name of the module.
 
     Raises:
@@ -89,6 +101,7 @@ class Translator(tf.Module):
         alpha: float = DEFAULT_ALPHA,
         length_offset: int = DEFAULT_LENGTH_OFFSET,
         jit_compile: bool = False,
+        parallel_searches: int = DEFAULT_PARALLEL_SEARCHES,
         name: str | None = None,
     ):
         super().__init__(name=name)
@@ -112,6 +125,7 @@ class Translator(tf.Module):
                 "`length_offset` must be a non-negative integer. "
                 f"Received: length_offset={length_offset!r}"
             )
+        _check_parallel_searches(parallel_searches)
         self._holder = _Untracked(model)
         # The SavedModel tracks the weights and nothing else of the model.
         # The `tf.Variable`s under the Keras variables, not the Keras
@@ -123,6 +137,7 @@ class Translator(tf.Module):
         self.alpha = float(alpha)
         self.length_offset = length_offset
         self.jit_compile = bool(jit_compile)
+        self.parallel_searches = parallel_searches
         self.vocab_size = config.vocab_size
         self.max_length = config.max_length
         # The source needs one position for EOS.
@@ -334,6 +349,7 @@ class Translator(tf.Module):
             num_return=num_return,
             max_decode_steps=cache_length,
             fixed_size=fixed_size,
+            parallel_searches=1 if fixed_size else self.parallel_searches,
         )
         return result.ids, result.scores, result.lengths
 
@@ -361,6 +377,7 @@ def transformer_beam_search(
     max_decode_steps=None,
     eos_id=EOS_ID,
     fixed_size=False,
+    parallel_searches=1,
 ):
     """Encoder + cached beam search of a `Transformer` over token ids.
 
@@ -380,10 +397,43 @@ def transformer_beam_search(
         fixed_size: self-attention caches of `max_decode_steps` positions
             written in place (static shapes, for XLA) rather than growing
             ones, which copy less without XLA.
+        parallel_searches: P, a Python int: the batch is split into P parts
+            of B // P or B // P + 1 sentences (in order, some empty when
+            B < P), searched by P independent loops that TensorFlow's
+            executor runs side by side. Sentences never interact in a beam
+            search, so the results are those of one search.
 
     Returns:
         A `BeamSearchResult`.
+
+    Raises:
+        ValueError: if `parallel_searches` is not a positive integer.
     """
+    _check_parallel_searches(parallel_searches)
+    if parallel_searches > 1:
+        limits, loop_length = decode_limits(max_decode_length, tf.shape(source_ids)[0])
+        # One loop length for all parts, so that their ids line up.
+        if max_decode_steps is None:
+            max_decode_steps = loop_length
+        results = [
+            transformer_beam_search(
+                model,
+                part_ids,
+                beam_size,
+                part_limits,
+                alpha=alpha,
+                num_return=num_return,
+                max_decode_steps=max_decode_steps,
+                eos_id=eos_id,
+                fixed_size=fixed_size,
+            )
+            for part_ids, part_limits in zip(
+                _split_batch(source_ids, parallel_searches),
+                _split_batch(limits, parallel_searches),
+            )
+        ]
+        return BeamSearchResult(*(tf.concat(parts, axis=0) for parts in zip(*results)))
+
     memory, memory_mask = model.encode(source_ids)  # [B, S, D]
     self_cache, constants = model.initial_decoding_state(
         memory, max_decode_steps if fixed_size else None
@@ -414,6 +464,21 @@ def transformer_beam_search(
         # output kernel is not per sentence.
         tile_static=False,
     )
+
+
+def _check_parallel_searches(value):
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(
+            "`parallel_searches` must be a positive integer (1 searches the "
+            f"whole batch at once). Received: parallel_searches={value!r}"
+        )
+
+
+def _split_batch(tensor, parts):
+    """[B, ...] -> `parts` tensors of B // parts or B // parts + 1 rows."""
+    batch = tf.shape(tensor)[0]
+    sizes = batch // parts + tf.cast(tf.range(parts) < batch % parts, tf.int32)
+    return tf.split(tensor, sizes, num=parts, axis=0)
 
 
 def _round_up(value, multiple):

@@ -207,6 +207,36 @@ class TranslatorTest(TestCase):
             empty = translator.translate(tf.constant([], tf.string))["outputs"]
             self.assertEqual(empty.shape, (0,))
 
+    def test_parallel_searches_equal_one_search(self):
+        # The parts of a batch are searched by separate loops (some empty
+        # when the batch is smaller); each sentence's results must not
+        # change, nor their order.
+        model = tiny_model()
+        one = Translator(
+            model, fixtures.tokenizer(), length_offset=4, parallel_searches=1
+        )
+        strings = tf.constant([*SENTENCES, "", SENTENCES[0]])
+        for parts in (2, 3, 8):
+            split = Translator(
+                model, fixtures.tokenizer(), length_offset=4, parallel_searches=parts
+            )
+            for name, call in (
+                ("translate", lambda t: t.translate(strings)),
+                ("options", lambda t: t.translate_with_options(strings, 0.0, 2, 3)),
+                ("one sentence", lambda t: t.translate(strings[:1])),
+                ("no sentence", lambda t: t.translate(strings[:0])),
+                ("ids", lambda t: t.translate_ids(tf.constant([[5, 9, 17, 0]]))),
+            ):
+                with self.subTest(name, parts=parts):
+                    want, got = numpy(call(one)), numpy(call(split))
+                    self.assertEqual(sorted(got), sorted(want))
+                    for key in want:
+                        if want[key].dtype.kind == "f":
+                            # Matmuls over fewer rows may round differently.
+                            self.assertAllClose(got[key], want[key], atol=1e-5)
+                        else:
+                            self.assertAllEqual(got[key], want[key])
+
     def test_constructor_checks(self):
         model = tiny_model()
         tokenizer = fixtures.tokenizer()
@@ -214,6 +244,8 @@ class TranslatorTest(TestCase):
             ({"beam_size": 0}, "Received: beam_size=0"),
             ({"alpha": -0.5}, "Received: alpha=-0.5"),
             ({"length_offset": -1}, "Received: length_offset=-1"),
+            ({"parallel_searches": 0}, "Received: parallel_searches=0"),
+            ({"parallel_searches": True}, "Received: parallel_searches=True"),
         ):
             with self.assertRaisesRegex(ValueError, re.escape(message)):
                 Translator(model, tokenizer, **kwargs)
