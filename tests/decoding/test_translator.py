@@ -52,6 +52,16 @@ def numpy(results):
 
 
 class TranslatorTest(TestCase):
+    def assert_same_results(self, got, want, atol):
+        """The same outputs: strings and ids equal, scores within `atol`."""
+        got, want = numpy(got), numpy(want)
+        self.assertEqual(sorted(got), sorted(want))
+        for key in want:
+            if want[key].dtype.kind == "f":
+                self.assertAllClose(got[key], want[key], atol=atol)
+            else:
+                self.assertAllEqual(got[key], want[key])
+
     def test_beam_one_equals_greedy_full_forward_passes(self):
         # Beam 1 with alpha 0 is greedy search; its incremental decoding
         # (caches) must pick the arg-max of full forward passes.
@@ -196,13 +206,7 @@ class TranslatorTest(TestCase):
             ("ids", lambda t: t.translate_ids(tf.constant([[5, 9, 17, 0]]))),
         ):
             with self.subTest(name):
-                want, got = numpy(call(graph)), numpy(call(xla))
-                self.assertEqual(sorted(got), sorted(want))
-                for key in want:
-                    if want[key].dtype.kind == "f":
-                        self.assertAllClose(got[key], want[key], atol=1e-4)
-                    else:
-                        self.assertAllEqual(got[key], want[key])
+                self.assert_same_results(call(xla), call(graph), atol=1e-4)
         for translator in (graph, xla):  # growing and fixed-size caches
             empty = translator.translate(tf.constant([], tf.string))["outputs"]
             self.assertEqual(empty.shape, (0,))
@@ -228,14 +232,8 @@ class TranslatorTest(TestCase):
                 ("ids", lambda t: t.translate_ids(tf.constant([[5, 9, 17, 0]]))),
             ):
                 with self.subTest(name, parts=parts):
-                    want, got = numpy(call(one)), numpy(call(split))
-                    self.assertEqual(sorted(got), sorted(want))
-                    for key in want:
-                        if want[key].dtype.kind == "f":
-                            # Matmuls over fewer rows may round differently.
-                            self.assertAllClose(got[key], want[key], atol=1e-5)
-                        else:
-                            self.assertAllEqual(got[key], want[key])
+                    # Matmuls over fewer rows may round differently.
+                    self.assert_same_results(call(split), call(one), atol=1e-5)
 
     def test_constructor_checks(self):
         model = tiny_model()
