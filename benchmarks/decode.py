@@ -24,11 +24,22 @@ flags.DEFINE_list("paths", ["python", "saved_model"], "Where to decode.")
 flags.DEFINE_list("xla", ["false", "true"], "jit_compile settings.")
 flags.DEFINE_integer("warmup", 1, "Untimed calls.")
 flags.DEFINE_integer("steps", 2, "Timed calls.")
+flags.DEFINE_integer(
+    "intra_op_threads",
+    0,
+    "TensorFlow threads per op, for every row (0: its default, one per core; 1 "
+    "suits the two parallel searches without XLA, not XLA's one search).",
+    lower_bound=0,
+)
 FLAGS = flags.FLAGS
 
 
 def main(argv):
     del argv
+    import tensorflow as tf
+
+    # Fixed once TensorFlow's runtime starts, so before the first op.
+    tf.config.threading.set_intra_op_parallelism_threads(FLAGS.intra_op_threads)
     model = workloads.build_model(FLAGS.config)
     steps = workloads.DECODE["steps"]
     for batch in map(int, FLAGS.batch_sizes):
@@ -48,6 +59,7 @@ def main(argv):
                             "beam": workloads.DECODE["beam"],
                             "path": path,
                             "jit_compile": xla,
+                            "intra_op_threads": FLAGS.intra_op_threads,
                             "median_s": round(median, 4),
                             "first_call_s": round(first, 2),
                             "sentences_per_s": round(batch / median, 2),

@@ -11,6 +11,11 @@
            row converts its model) and times the SavedModel loaded in this
            process, which never builds the Keras model: its peak RSS is
            a server's. `--xla` compiles the search with XLA.
+
+`--intra_op_threads=N` sets TensorFlow's threads per op before its first op,
+as TF Serving's `--tensorflow_intra_op_parallelism` does (0: TensorFlow's
+default, one per core). With the two parallel searches of a decode row, 1
+runs each op whole on its search's thread (export/README.md).
 """
 
 import os
@@ -33,6 +38,12 @@ def extra_args(parser):
         action="store_true",
         help="decode through an exported and reloaded SavedModel",
     )
+    parser.add_argument(
+        "--intra_op_threads",
+        type=int,
+        default=0,
+        help="threads per TensorFlow op (0: TensorFlow's default)",
+    )
 
 
 def body(args):
@@ -44,6 +55,8 @@ def body(args):
     from benchmarks import workloads
     from keras_transformer import serving
 
+    # Fixed once TensorFlow's runtime starts, so before the first op.
+    tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
     start = time.perf_counter()
     batch = common.DECODE["batch"]
     export_s = None
@@ -78,7 +91,12 @@ def body(args):
         first_s=first,
         setup_s=setup_s,
         params=params,
-        extra={"xla": args.xla, "saved_model": args.saved_model, "export_s": export_s},
+        extra={
+            "xla": args.xla,
+            "saved_model": args.saved_model,
+            "export_s": export_s,
+            "intra_op_threads": args.intra_op_threads,
+        },
     )
 
 

@@ -20,10 +20,13 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags
 
+from keras_transformer.commands import define_threads_flag
+
 flags.DEFINE_string("model", "runs/demo", "Training directory of the demo.")
 flags.DEFINE_string("export", None, "SavedModel (default: <model>/export/transformer).")
 flags.DEFINE_list("batch_sizes", ["1", "8", "32"], "Sentences per call.")
 flags.DEFINE_integer("num_sentences", 128, "Test sentences translated.")
+define_threads_flag()  # As the translate command (keras_transformer/translate.py).
 FLAGS = flags.FLAGS
 
 
@@ -32,13 +35,15 @@ def main(argv):
     from keras_transformer import inference
     from keras_transformer.data import sources
 
+    export = FLAGS.export or os.path.join(FLAGS.model, "export", "transformer")
+    # As the translate command: before TensorFlow's first op.
+    threads = inference.decoding_threads(export, FLAGS.intra_op_threads)
+    inference.set_decoding_threads(export, threads)
     sentences, _ = sources.load_pairs("demo", "test", "en", "de")
     sentences = sentences[: FLAGS.num_sentences]
     paths = {
         "python": inference.load_translator(FLAGS.model),
-        "saved_model": inference.load_translator(
-            FLAGS.export or os.path.join(FLAGS.model, "export", "transformer")
-        ),
+        "saved_model": inference.load_translator(export),
     }
     outputs = {}
     for batch in map(int, FLAGS.batch_sizes):
@@ -55,6 +60,7 @@ def main(argv):
                         "path": path,
                         "batch": batch,
                         "beam": 4,
+                        "intra_op_threads": threads,
                         "sentences": len(sentences),
                         "seconds": round(seconds, 3),
                         "sentences_per_s": round(len(sentences) / seconds, 2),

@@ -1,6 +1,8 @@
-"""What the command-line tools share: input files, errors, progress."""
+"""What the command-line tools share: errors, progress, the threads flag."""
 
 import sys
+
+from absl import flags
 
 
 def fail(command: str, error: Exception) -> int:
@@ -22,3 +24,17 @@ def progress_printer(stream=sys.stderr):
         stream.flush()
 
     return on_batch
+
+
+def define_threads_flag(flag_values=flags.FLAGS):
+    """Defines `--intra_op_threads` for a command that only decodes."""
+    flags.DEFINE_integer(
+        "intra_op_threads",
+        None,
+        "TensorFlow threads per op. Default: cores / 2 (1 on 2 cores), so that "
+        "the two beam searches run side by side do not share one pool; "
+        "TensorFlow's default for a SavedModel exported with --jit_compile. "
+        "0 is TensorFlow's default, one per core.",
+        lower_bound=0,
+        flag_values=flag_values,
+    )

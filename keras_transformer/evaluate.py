@@ -18,7 +18,7 @@ import sys
 
 from absl import app, flags
 
-from keras_transformer.commands import fail, progress_printer
+from keras_transformer.commands import define_threads_flag, fail, progress_printer
 from keras_transformer.data.text_files import read_lines
 
 FLAGS = flags.FLAGS
@@ -53,6 +53,7 @@ flags.DEFINE_string(
     "written fails at once; its directory must exist (it is not created).",
 )
 flags.DEFINE_integer("batch_size", 32, "Sentences per batch.", lower_bound=1)
+define_threads_flag()
 flags.mark_flag_as_required("model")
 
 
@@ -106,6 +107,8 @@ def main(argv):
     from keras_transformer import evaluation, inference
 
     try:
+        # Before TensorFlow's first op: the setting is fixed once it starts.
+        inference.set_decoding_threads(FLAGS.model, FLAGS.intra_op_threads)
         sources_, references = _test_set()
         translator = inference.load_translator(FLAGS.model, FLAGS.vocab)
         # Before the long translation, so a bad path fails at once.

@@ -12,7 +12,7 @@ import sys
 
 from absl import app, flags
 
-from keras_transformer.commands import fail, progress_printer
+from keras_transformer.commands import define_threads_flag, fail, progress_printer
 from keras_transformer.data.text_files import read_lines
 
 FLAGS = flags.FLAGS
@@ -28,6 +28,7 @@ flags.DEFINE_string(
     "File of sentences, one per line (default: the arguments, else stdin).",
 )
 flags.DEFINE_integer("batch_size", 32, "Sentences per batch.", lower_bound=1)
+define_threads_flag()
 flags.mark_flag_as_required("model")
 
 
@@ -37,6 +38,8 @@ def main(argv):
     from keras_transformer import inference
 
     try:
+        # Before TensorFlow's first op: the setting is fixed once it starts.
+        inference.set_decoding_threads(FLAGS.model, FLAGS.intra_op_threads)
         if len(argv) > 1:
             sentences, on_batch = argv[1:], None
         elif FLAGS.input:

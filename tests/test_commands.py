@@ -92,13 +92,15 @@ class CommandsTest(TestCase):
         with open(output, encoding="utf-8") as file:
             self.assertEqual(file.read(), translated.stdout)
 
-    def test_saved_model_and_arguments_translate_alike(self):
+    def test_input_forms_and_thread_settings_translate_alike(self):
         # The export was made with length_offset=4; the model_dir default
-        # is 50, so compare the export with itself across input forms.
+        # is 50, so compare the export with itself across input forms, and
+        # the default threads per op with TensorFlow's (0).
         by_argument = run("translate", f"--model={self.export}", *SENTENCES[:2])
         by_stdin = run(
             "translate",
             f"--model={os.path.dirname(self.export)}",
+            "--intra_op_threads=0",
             stdin="\n".join(SENTENCES[:2]) + "\n",
         )
         self.assertEqual(by_argument.returncode, 0, by_argument.stderr[-2000:])

@@ -7,13 +7,14 @@ import re
 import subprocess
 import sys
 import tempfile
+from unittest import mock
 
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import serving
+from keras_transformer import inference, serving
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.training import averaging
 from tests.data import fixtures
@@ -172,6 +173,27 @@ class ExportTest(TestCase):
             result["n_best"],
             [[s.decode() for s in row] for row in self.expected["n_best"]],
         )
+
+    def test_decoding_threads_leave_xla_exports_tensorflow_s_default(self):
+        # Without XLA each of the two parallel searches gets its share of
+        # the cores; XLA's one search keeps TensorFlow's default (0).
+        for cores, threads in ((1, 1), (2, 1), (3, 1), (8, 4)):
+            with mock.patch.object(os, "sched_getaffinity", return_value=range(cores)):
+                self.assertEqual(inference.decoding_threads(self.path), threads)
+                self.assertEqual(inference.decoding_threads("run/model.keras"), threads)
+        self.assertEqual(inference.decoding_threads(self.xla_path), 0)
+        # A TF Serving base directory: its latest version (2) is the XLA one.
+        self.assertEqual(inference.decoding_threads(self.base_dir + "/tiny"), 0)
+        self.assertEqual(inference.decoding_threads(self.xla_path, 3), 3)
+        self.assertEqual(inference.decoding_threads(self.path, 0), 0)
+
+    def test_damaged_saved_model_is_named(self):
+        damaged = os.path.join(self.base_dir, "damaged")
+        os.makedirs(damaged)
+        with open(os.path.join(damaged, "saved_model.pb"), "wb") as file:
+            file.write(b"\xff not a protocol buffer")
+        with self.assertRaisesRegex(ValueError, "not a SavedModel.*damaged"):
+            inference.decoding_threads(damaged)
 
     def test_saved_model_cli_shows_the_three_signatures(self):
         output = run(["saved_model_cli", "show", "--dir", self.path, "--all"])
