@@ -93,8 +93,8 @@ def decoding_threads(path: str, intra_op_threads: int | None = None) -> int:
     search's thread instead of both sharing one pool (2 cores, small
     SavedModel, batch 32: 265-311 against 388-420 ms a call). So the
     default leaves each search its share of the cores. XLA's single search
-    is slower with one thread (481-616 against 629-657 ms), so an export
-    compiled with XLA keeps TensorFlow's default (0).
+    is slower with one thread (small, batch 32: 629-657 against 482-616 ms),
+    so an export compiled with XLA keeps TensorFlow's default (0).
 
     Args:
         path: the `--model` path (see `load_translator`).
