@@ -31,10 +31,11 @@ def define_threads_flag(flag_values=flags.FLAGS):
     flags.DEFINE_integer(
         "intra_op_threads",
         None,
-        "TensorFlow threads per op. Default: cores / 2 (1 on 2 cores), so that "
-        "the two beam searches run side by side do not share one pool; "
-        "TensorFlow's default for a SavedModel exported with --jit_compile. "
-        "0 is TensorFlow's default, one per core.",
+        "TensorFlow threads per op. Default: cores / the beam searches run "
+        "side by side (2, or what a SavedModel was exported with; 1 thread on "
+        "2 cores), so that they do not share one pool; TensorFlow's default "
+        "for a SavedModel exported with --jit_compile. 0 is TensorFlow's "
+        "default, one per core.",
         lower_bound=0,
         flag_values=flag_values,
     )

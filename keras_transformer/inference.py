@@ -59,11 +59,13 @@ def export_path(path: str) -> str | None:
     return path if _is_saved_model(path) else _latest_version(path)
 
 
-def compiled_with_xla(export: str) -> bool:
-    """Whether a SavedModel holds a function exported with `jit_compile`.
+def search_settings(export: str) -> tuple[int, bool]:
+    """How a SavedModel searches: (parallel searches, compiled with XLA).
 
-    Reads `saved_model.pb` as a protocol buffer, so TensorFlow's runtime
-    does not start (its thread settings stay open).
+    The searches are the beam-search loops (`While` ops) of its largest
+    function; XLA shows as a function marked `_XlaMustCompile`. Reads
+    `saved_model.pb` as a protocol buffer, so TensorFlow's runtime does not
+    start (its thread settings stay open).
 
     Raises:
         ValueError: if `saved_model.pb` is not a SavedModel.
@@ -78,20 +80,30 @@ def compiled_with_xla(export: str) -> bool:
                 "The file is not a SavedModel (damaged, or not written by "
                 f"tf.saved_model.save); export it again. Received: {path}"
             ) from None
-    return any(
-        function.attr["_XlaMustCompile"].b
+    functions = [
+        function
         for graph in saved_model.meta_graphs
         for function in graph.graph_def.library.function
+    ]
+    searches = max(
+        (
+            sum(node.op in ("While", "StatelessWhile") for node in function.node_def)
+            for function in functions
+        ),
+        default=1,
     )
+    xla = any(function.attr["_XlaMustCompile"].b for function in functions)
+    return max(searches, 1), xla
 
 
 def decoding_threads(path: str, intra_op_threads: int | None = None) -> int:
     """TensorFlow's threads per op for decoding with the model at `path`.
 
-    Without XLA a batch is split into `DEFAULT_PARALLEL_SEARCHES` searches
-    run side by side; with one thread per op each op runs whole on its
-    search's thread instead of both sharing one pool (2 cores, small
-    SavedModel, batch 32: 265-311 against 388-420 ms a call). So the
+    Without XLA a batch is split into searches run side by side (a `.keras`
+    model here gets `DEFAULT_PARALLEL_SEARCHES`, an export what it was
+    exported with); with one thread per op each op runs whole on its
+    search's thread instead of all sharing one pool (2 cores, 2 searches,
+    small SavedModel, batch 32: 265-311 against 388-420 ms a call). So the
     default leaves each search its share of the cores. XLA's single search
     is slower with one thread (small, batch 32: 629-657 against 482-616 ms),
     so an export compiled with XLA keeps TensorFlow's default (0).
@@ -100,17 +112,25 @@ def decoding_threads(path: str, intra_op_threads: int | None = None) -> int:
         path: the `--model` path (see `load_translator`).
         intra_op_threads: an explicit setting (0: TensorFlow's default),
             returned as it is; None for the default above.
+
+    Raises:
+        ValueError: if the path holds a damaged `saved_model.pb`.
     """
     if intra_op_threads is not None:
         return intra_op_threads
     export = export_path(path)
-    if export and compiled_with_xla(export):
+    searches, xla = (
+        search_settings(export)
+        if export
+        else (translator_lib.DEFAULT_PARALLEL_SEARCHES, False)
+    )
+    if xla:
         return 0
     if hasattr(os, "sched_getaffinity"):  # The cores this process may use.
         cores = len(os.sched_getaffinity(0))
     else:
         cores = os.cpu_count() or 1
-    return max(1, cores // translator_lib.DEFAULT_PARALLEL_SEARCHES)
+    return max(1, cores // searches)
 
 
 def set_decoding_threads(path: str, intra_op_threads: int | None = None) -> None:

@@ -115,6 +115,10 @@ class ExportTest(TestCase):
         cls.path = serving.export_translator(
             translator, serving.serving_path(cls.base_dir, "tiny", 1)
         )
+        cls.single_search_path = serving.export_translator(
+            Translator(model, fixtures.tokenizer(), parallel_searches=1),
+            os.path.join(cls.base_dir, "single", "1"),
+        )
         cls.xla_path = serving.export_translator(
             Translator(model, fixtures.tokenizer(), length_offset=4, jit_compile=True),
             serving.serving_path(cls.base_dir, "tiny", 2),
@@ -174,13 +178,20 @@ class ExportTest(TestCase):
             [[s.decode() for s in row] for row in self.expected["n_best"]],
         )
 
-    def test_decoding_threads_leave_xla_exports_tensorflow_s_default(self):
-        # Without XLA each of the two parallel searches gets its share of
-        # the cores; XLA's one search keeps TensorFlow's default (0).
+    def test_decoding_threads_share_the_cores_among_the_searches(self):
+        # Without XLA each parallel search (2 by default, as exported) gets
+        # its share of the cores; XLA's one search keeps TensorFlow's
+        # default (0).
+        self.assertEqual(inference.search_settings(self.path), (2, False))
+        self.assertEqual(inference.search_settings(self.single_search_path), (1, False))
+        self.assertEqual(inference.search_settings(self.xla_path), (1, True))
         for cores, threads in ((1, 1), (2, 1), (3, 1), (8, 4)):
             with mock.patch.object(os, "sched_getaffinity", return_value=range(cores)):
                 self.assertEqual(inference.decoding_threads(self.path), threads)
                 self.assertEqual(inference.decoding_threads("run/model.keras"), threads)
+                self.assertEqual(
+                    inference.decoding_threads(self.single_search_path), cores
+                )
         self.assertEqual(inference.decoding_threads(self.xla_path), 0)
         # A TF Serving base directory: its latest version (2) is the XLA one.
         self.assertEqual(inference.decoding_threads(self.base_dir + "/tiny"), 0)
