@@ -37,8 +37,7 @@ def main(argv):
 
     export = FLAGS.export or os.path.join(FLAGS.model, "export", "transformer")
     # As the translate command: before TensorFlow's first op.
-    threads = inference.decoding_threads(export, FLAGS.intra_op_threads)
-    inference.set_decoding_threads(export, threads)
+    threads = inference.set_decoding_threads(export, FLAGS.intra_op_threads)
     sentences, _ = sources.load_pairs("demo", "test", "en", "de")
     sentences = sentences[: FLAGS.num_sentences]
     paths = {

@@ -133,12 +133,13 @@ def decoding_threads(path: str, intra_op_threads: int | None = None) -> int:
     return max(1, cores // searches)
 
 
-def set_decoding_threads(path: str, intra_op_threads: int | None = None) -> None:
-    """Sets `decoding_threads(path, intra_op_threads)` in TensorFlow; call
-    before its first op (the setting is fixed once its runtime starts)."""
-    tf.config.threading.set_intra_op_parallelism_threads(
-        decoding_threads(path, intra_op_threads)
-    )
+def set_decoding_threads(path: str, intra_op_threads: int | None = None) -> int:
+    """Sets `decoding_threads(path, intra_op_threads)` in TensorFlow and
+    returns it; call before its first op (the setting is fixed once its
+    runtime starts)."""
+    threads = decoding_threads(path, intra_op_threads)
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    return threads
 
 
 def vocab_beside(checkpoint, vocab):
