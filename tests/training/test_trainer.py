@@ -115,27 +115,30 @@ class TrainerTest(TestCase):
         self.assertGreater(moved, len(initial) // 2)
 
     def test_adam_moments_exist_before_the_first_step(self):
-        # Built by compile_for_training in the strategy's scope, not while
-        # Keras traces the first step; the step then updates these very
-        # variables (mirrored on each replica).
+        # Built by compile_for_training (in the strategy's scope: mirrored),
+        # not by Keras inside the first step; the step then updates these
+        # very variables.
         with eight_replica_strategy().scope():
-            model = trainer.compile_for_training(
+            mirrored = trainer.compile_for_training(
                 build_transformer(tiny_config()), warmup_steps=10, jit_compile=False
             )
+        self.assertTrue(mirrored.optimizer.built)
+        self.assertIsInstance(
+            mirrored.optimizer._momentums[0].value, tf.distribute.DistributedValues
+        )
+
+        model = trainer.compile_for_training(
+            build_transformer(tiny_config()), warmup_steps=10, jit_compile=False
+        )
         optimizer = model.optimizer
-        self.assertTrue(optimizer.built)
         moments = optimizer._momentums + optimizer._velocities
         self.assertEqual(
             [m.shape for m in moments],
             2 * [w.shape for w in model.trainable_weights],
         )
-        self.assertIsInstance(moments[0].value, tf.distribute.DistributedValues)
         self.assertFalse(any(np.any(m.numpy()) for m in moments))
         before = [id(v) for v in optimizer.variables]
-
-        features, labels = global_batch()
-        dataset = tf.data.Dataset.from_tensors((features, labels))
-        model.fit(dataset, epochs=1, verbose=0)
+        model.train_on_batch(*global_batch())
         self.assertEqual([id(v) for v in optimizer.variables], before)
         self.assertEqual(callbacks_lib.current_step(model), 1)
         self.assertTrue(all(np.any(m.numpy()) for m in optimizer._velocities))
