@@ -48,7 +48,9 @@ def main(argv):
             for path in FLAGS.paths:
                 folder = tempfile.mkdtemp() if path == "saved_model" else None
                 call, _ = workloads.decode_fn(model, xla, batch, folder)
-                median, first = workloads.time_calls(call, FLAGS.warmup, FLAGS.steps)
+                median, first, times = workloads.time_calls(
+                    call, FLAGS.warmup, FLAGS.steps
+                )
                 outputs[(path, xla)] = call()
                 print(
                     json.dumps(
@@ -61,6 +63,7 @@ def main(argv):
                             "jit_compile": xla,
                             "intra_op_threads": FLAGS.intra_op_threads,
                             "median_s": round(median, 4),
+                            "step_s": [round(t, 4) for t in times],
                             "first_call_s": round(first, 2),
                             "sentences_per_s": round(batch / median, 2),
                             "gen_tokens_per_s": round(batch * steps / median, 1),

@@ -1,6 +1,10 @@
 r"""Training-step throughput on the peer harness's workload; one JSON line.
 
 python benchmarks/train_step.py --config=small [--jit_compile] [--steps=3]
+
+`step_s` lists the timed steps in order: the peer harness times steps 2 and 3
+of a fresh process, and step 2 can still page in new memory (README,
+Performance).
 """
 
 import json
@@ -24,7 +28,7 @@ def main(argv):
     del argv
     model = workloads.build_model(FLAGS.config)
     step = workloads.train_step_fn(model, FLAGS.jit_compile)
-    median, first = workloads.time_calls(step, FLAGS.warmup, FLAGS.steps)
+    median, first, times = workloads.time_calls(step, FLAGS.warmup, FLAGS.steps)
     tokens = workloads.TRAIN["batch"] * workloads.TRAIN["tgt_len"]
     print(
         json.dumps(
@@ -34,6 +38,7 @@ def main(argv):
                 "jit_compile": FLAGS.jit_compile,
                 "params": model.count_params(),
                 "median_s": round(median, 4),
+                "step_s": [round(t, 4) for t in times],
                 "first_call_s": round(first, 2),
                 "tgt_tokens_per_s": round(tokens / median, 1),
                 "peak_rss_mib": round(workloads.peak_rss_mib()),

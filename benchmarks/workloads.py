@@ -141,7 +141,8 @@ def decode_fn(model, jit_compile: bool, batch: int, saved_model_dir=None):
 
 
 def time_calls(fn, warmup: int, steps: int):
-    """(median seconds of `steps` timed calls after `warmup`, first call s)."""
+    """(median seconds of `steps` timed calls after `warmup`, first call s,
+    the timed calls' seconds in order)."""
     times = []
     first = None
     for index in range(warmup + steps):
@@ -151,7 +152,7 @@ def time_calls(fn, warmup: int, steps: int):
         first = elapsed if first is None else first
         if index >= warmup:
             times.append(elapsed)
-    return float(np.median(times)), first
+    return float(np.median(times)), first, times
 
 
 def peak_rss_mib() -> float:
