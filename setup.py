@@ -34,7 +34,12 @@ setuptools.setup(
         "matplotlib>=3.8,<4",
     ],
     extras_require={
-        "test": ["pytest>=8,<10", "pytest-timeout>=2.3,<3", "ruff>=0.6"],
+        "test": [
+            "pytest>=8,<10",
+            "pytest-timeout>=2.3,<3",
+            "pytest-xdist>=3.5,<4",
+            "ruff>=0.6",
+        ],
     },
     classifiers=[
         "Programming Language :: Python :: 3",
