@@ -40,6 +40,7 @@ def reverse_task(num_examples, seed):
 
 class ReverseTaskTest(TestCase):
     @pytest.mark.slow
+    @pytest.mark.xdist_group("multi_core")
     def test_tiny_model_learns_to_reverse(self):
         config = TransformerConfig.preset(
             "tiny",

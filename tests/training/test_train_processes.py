@@ -61,6 +61,7 @@ def checkpoint_files(folder):
 
 class TrainProcessesTest(TestCase):
     @pytest.mark.slow
+    @pytest.mark.xdist_group("multi_core")
     def test_killed_run_resumes_from_its_last_checkpoint(self):
         folder = fixtures.tempdir(self)
         data = write_corpus(folder)
@@ -118,6 +119,7 @@ class TrainProcessesTest(TestCase):
         )
 
     @pytest.mark.slow
+    @pytest.mark.xdist_group("multi_core")
     def test_two_workers_train_together_to_identical_weights(self):
         folder = fixtures.tempdir(self)
         data = write_corpus(folder)

@@ -74,6 +74,7 @@ class FirstStepRecorder(keras.callbacks.Callback):
 
 class TrainerTest(TestCase):
     @pytest.mark.slow
+    @pytest.mark.xdist_group("multi_core")
     def test_eight_replicas_take_the_single_device_step(self):
         config = tiny_config(dropout=0.0, attention_dropout=0.0)
         features, labels = global_batch()
@@ -192,6 +193,7 @@ class TrainerTest(TestCase):
         self.assertEqual(again.step, 6)
 
     @pytest.mark.slow
+    @pytest.mark.xdist_group("multi_core")
     def test_trains_on_eight_replicas_with_per_replica_token_batches(self):
         result = self.run_training(
             fixtures.tempdir(self),
