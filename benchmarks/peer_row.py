@@ -24,7 +24,6 @@ import sys
 import tempfile
 import time
 
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # The harness's `common` sits beside the link; the project beside this file.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
@@ -47,11 +46,12 @@ def extra_args(parser):
 
 
 def body(args):
+    # First: the package sets TensorFlow's environment (backend, oneDNN kernels).
+    import keras_transformer  # noqa: I001
     import keras
     import numpy as np
     import tensorflow as tf
 
-    import keras_transformer
     from benchmarks import workloads
     from keras_transformer import serving
 

@@ -6,16 +6,14 @@ Used by `train_step.py`, `decode.py` and the harness row
 `peers/keras_transformer_peer.py`, so all three time the same code.
 """
 
-import os
+# First: the package sets TensorFlow's environment (backend, oneDNN kernels).
+import keras_transformer as kt  # noqa: I001
 import time
 import types
-
-os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 
 import numpy as np
 import tensorflow as tf
 
-import keras_transformer as kt
 from keras_transformer import serving, tokens
 from keras_transformer.decoding import translator
 from keras_transformer.decoding.translator import transformer_beam_search

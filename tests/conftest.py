@@ -5,6 +5,8 @@ import os
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+# Before TensorFlow, so that the tests run with the package's settings of it.
+import keras_transformer  # noqa: F401, I001
 import tensorflow as tf
 
 # Split the CPU into 8 logical devices before TensorFlow initialises, so the
