@@ -200,15 +200,20 @@ class Transformer(keras.Model):
             list of dicts, fills step by step (and must follow the
             hypotheses in beam search). The second is what every step
             reads but is computed once: a dict with `cross_attention`, the
-            per-layer encoder keys/values, and, with shared embeddings,
-            `output_kernel`, the pre-softmax matrix laid out as [D, V]
-            (see `ScaledEmbedding`).
+            per-layer encoder keys/values, `feed_forward`, the per-layer
+            feed-forward weights as a step multiplies them best (see
+            `PositionwiseFeedForward.decoding_weights`), and, with shared
+            embeddings, `output_kernel`, the pre-softmax matrix laid out as
+            [D, V] (see `ScaledEmbedding`).
         """
         batch_size = ops.shape(memory)[0]
         self_cache = self.decoder.initial_cache(
             batch_size, max_length, self.decoder.compute_dtype
         )
-        constants = {"cross_attention": self.decoder.project_memory(memory)}
+        constants = {
+            "cross_attention": self.decoder.project_memory(memory),
+            "feed_forward": self.decoder.feed_forward_decoding_weights(),
+        }
         if self.output_projection is None:
             constants["output_kernel"] = self.target_embedding.transposed_embeddings(
                 self.decoder.compute_dtype
@@ -250,6 +255,7 @@ class Transformer(keras.Model):
             self_attention_cache=self_attention_cache,
             cache_index=None if append_to_cache else step,
             cross_attention_cache=step_constants["cross_attention"],
+            feed_forward_weights=step_constants["feed_forward"],
         )
         logits = self._logits(y, step_constants.get("output_kernel"))
         return logits[:, 0, :], new_cache

@@ -36,7 +36,7 @@ def closed_form_parameter_count(config):
 
 def tiny_config(**overrides):
     return TransformerConfig.preset(
-        "tiny", vocab_size=40, d_model=32, d_ff=64, num_heads=4, **overrides
+        "tiny", **{**dict(vocab_size=40, d_model=32, d_ff=64, num_heads=4), **overrides}
     )
 
 
@@ -96,6 +96,7 @@ class TransformerModelTest(TestCase):
             {},
             dict(positional="learned", norm_position="pre"),
             dict(share_embeddings="none", source_vocab_size=30),
+            dict(d_ff=512),  # padded feed-forward weights at decoding steps
         ):
             model = build_transformer(tiny_config(**overrides))
             source = self.random_ids((3, 7), 30)

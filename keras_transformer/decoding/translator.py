@@ -465,7 +465,7 @@ def transformer_beam_search(
             None if fixed_size else layers.cache_shape_invariants(self_cache)
         ),
         # Cross-attention groups the K beams of a sentence itself; the
-        # output kernel is not per sentence.
+        # feed-forward weights and the output kernel are not per sentence.
         tile_static=False,
     )
 

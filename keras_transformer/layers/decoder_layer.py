@@ -30,6 +30,8 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
             (T = 1) in a fixed-size cache; None for a growing cache.
         cross_attention_cache: the encoder keys/values of
             `cross_attention.project_memory(memory)`, computed once.
+        feed_forward_weights: `feed_forward.decoding_weights()`, computed
+            once, for incremental decoding.
         return_attention_weights: also return a dict with the "self" and
             "cross" attention weights [B, N, T, T or L] and [B, N, T, S].
         training: enables dropout.
@@ -73,6 +75,7 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
         self_attention_cache=None,
         cache_index=None,
         cross_attention_cache=None,
+        feed_forward_weights=None,
         return_attention_weights=False,
         training=None,
     ):
@@ -105,7 +108,9 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
         x = self.cross_attention_residual(x, attended, training=training)
 
         transformed = self.feed_forward(
-            self.feed_forward_residual.normalize_input(x), training=training
+            self.feed_forward_residual.normalize_input(x),
+            training=training,
+            decoding_weights=feed_forward_weights,
         )
         x = self.feed_forward_residual(x, transformed, training=training)
         results = (x,)

@@ -19,6 +19,34 @@ class FeedForwardTest(TestCase):
         expected = np.maximum(0, x @ w1 + b1) @ w2 + b2
         self.assertAllClose(outputs, expected, atol=1e-5)
 
+    @parameterized.parameters(
+        ("float32", 512, 528),  # rows of 2 KiB: one cache line more
+        ("float32", 300, None),
+        ("mixed_bfloat16", 1024, 1056),
+        ("mixed_bfloat16", 512, None),  # rows of 1 KiB in bfloat16
+    )
+    def test_decoding_weights_pad_aliasing_rows_and_change_nothing(
+        self, policy, d_ff, padded_width
+    ):
+        keras.config.set_dtype_policy(policy)
+        layer = layers.PositionwiseFeedForward(d_ff)
+        x = np.random.default_rng(1).normal(size=(6, 1, 16)).astype("float32")
+        expected = layer(x)
+        weights = layer.decoding_weights()
+        if padded_width is None:
+            self.assertIsNone(weights)
+            return
+        inner_kernel, inner_bias, outer_kernel, outer_bias = weights
+        self.assertEqual(inner_kernel.shape, (16, padded_width))
+        self.assertEqual(outer_kernel.shape, (padded_width, 16))
+        self.assertEqual(inner_kernel.dtype, layer.compute_dtype)
+        self.assertAllEqual(inner_bias[d_ff:], np.zeros(padded_width - d_ff))
+        self.assertAllEqual(outer_kernel[d_ff:], np.zeros((padded_width - d_ff, 16)))
+        outputs = layer(x, decoding_weights=weights)
+        self.assertEqual(outputs.dtype, expected.dtype)
+        atol = 1e-5 if policy == "float32" else 2e-2
+        self.assertAllClose(outputs, expected, atol=atol, rtol=atol)
+
     def test_bad_width(self):
         with self.assertRaisesRegex(ValueError, "d_ff=0"):
             layers.PositionwiseFeedForward(d_ff=0)
