@@ -184,7 +184,25 @@ class Transformer(keras.Model):
             return self._logits(outputs[0]), outputs[1]
         return self._logits(outputs)
 
-    def initial_decoding_state(self, memory, max_length=None):
+    def decoding_weights(self):
+        """The weights of every decoding step, laid out as a step multiplies
+        them best, once per decoding call (searches side by side can share
+        them).
+
+        Returns:
+            A dict with `decoder_weights`, the per-layer weights of
+            `TransformerDecoderLayer.decoding_weights`, and, with shared
+            embeddings, `output_kernel`, the pre-softmax matrix laid out as
+            [D, V] (see `ScaledEmbedding`).
+        """
+        weights = {"decoder_weights": self.decoder.decoding_weights()}
+        if self.output_projection is None:
+            weights["output_kernel"] = self.target_embedding.transposed_embeddings(
+                self.decoder.compute_dtype
+            )
+        return weights
+
+    def initial_decoding_state(self, memory, max_length=None, decoding_weights=None):
         """Caches for `decode_step`.
 
         Args:
@@ -194,30 +212,26 @@ class Transformer(keras.Model):
                 XLA needs. None gives growing caches (decode with
                 `append_to_cache=True`), cheaper without XLA: a step copies
                 the positions decoded so far rather than `max_length`.
+            decoding_weights: `decoding_weights()`, computed here when None.
 
         Returns:
             `(self_attention_cache, step_constants)`. The first, a per-layer
             list of dicts, fills step by step (and must follow the
             hypotheses in beam search). The second is what every step
             reads but is computed once: a dict with `cross_attention`, the
-            per-layer encoder keys/values, `feed_forward`, the per-layer
-            feed-forward weights as a step multiplies them best (see
-            `PositionwiseFeedForward.decoding_weights`), and, with shared
-            embeddings, `output_kernel`, the pre-softmax matrix laid out as
-            [D, V] (see `ScaledEmbedding`).
+            per-layer encoder keys/values, and the entries of
+            `decoding_weights()`.
         """
         batch_size = ops.shape(memory)[0]
         self_cache = self.decoder.initial_cache(
             batch_size, max_length, self.decoder.compute_dtype
         )
+        if decoding_weights is None:
+            decoding_weights = self.decoding_weights()
         constants = {
             "cross_attention": self.decoder.project_memory(memory),
-            "feed_forward": self.decoder.feed_forward_decoding_weights(),
+            **decoding_weights,
         }
-        if self.output_projection is None:
-            constants["output_kernel"] = self.target_embedding.transposed_embeddings(
-                self.decoder.compute_dtype
-            )
         return self_cache, constants
 
     def decode_step(
@@ -255,7 +269,7 @@ class Transformer(keras.Model):
             self_attention_cache=self_attention_cache,
             cache_index=None if append_to_cache else step,
             cross_attention_cache=step_constants["cross_attention"],
-            feed_forward_weights=step_constants["feed_forward"],
+            decoding_weights=step_constants["decoder_weights"],
         )
         logits = self._logits(y, step_constants.get("output_kernel"))
         return logits[:, 0, :], new_cache

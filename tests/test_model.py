@@ -96,7 +96,8 @@ class TransformerModelTest(TestCase):
             {},
             dict(positional="learned", norm_position="pre"),
             dict(share_embeddings="none", source_vocab_size=30),
-            dict(d_ff=512),  # padded feed-forward weights at decoding steps
+            # Rows of 2 KiB: every decoder kernel padded at decoding steps.
+            dict(d_model=512, d_ff=512),
         ):
             model = build_transformer(tiny_config(**overrides))
             source = self.random_ids((3, 7), 30)

@@ -382,6 +382,7 @@ def transformer_beam_search(
     eos_id=EOS_ID,
     fixed_size=False,
     parallel_searches=1,
+    decoding_weights=None,
 ):
     """Encoder + cached beam search of a `Transformer` over token ids.
 
@@ -406,6 +407,8 @@ def transformer_beam_search(
             B < P), searched by P independent loops that TensorFlow's
             executor runs side by side. Sentences never interact in a beam
             search, so the results are those of one search.
+        decoding_weights: `model.decoding_weights()`, computed when None
+            (once for all the parallel searches: one copy in memory).
 
     Returns:
         A `BeamSearchResult`.
@@ -419,6 +422,8 @@ def transformer_beam_search(
         # One loop length for all parts, so that their ids line up.
         if max_decode_steps is None:
             max_decode_steps = loop_length
+        if decoding_weights is None:
+            decoding_weights = model.decoding_weights()
         results = [
             transformer_beam_search(
                 model,
@@ -430,6 +435,7 @@ def transformer_beam_search(
                 max_decode_steps=max_decode_steps,
                 eos_id=eos_id,
                 fixed_size=fixed_size,
+                decoding_weights=decoding_weights,
             )
             for part_ids, part_limits in zip(
                 _split_batch(source_ids, parallel_searches),
@@ -440,7 +446,7 @@ def transformer_beam_search(
 
     memory, memory_mask = model.encode(source_ids)  # [B, S, D]
     self_cache, constants = model.initial_decoding_state(
-        memory, max_decode_steps if fixed_size else None
+        memory, max_decode_steps if fixed_size else None, decoding_weights
     )
 
     def symbols_to_logits_fn(ids, step, state, static):
@@ -465,7 +471,7 @@ def transformer_beam_search(
             None if fixed_size else layers.cache_shape_invariants(self_cache)
         ),
         # Cross-attention groups the K beams of a sentence itself; the
-        # feed-forward weights and the output kernel are not per sentence.
+        # decoder's weights and the output kernel are not per sentence.
         tile_static=False,
     )
 

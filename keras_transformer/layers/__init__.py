@@ -17,6 +17,12 @@ from keras_transformer.layers.positional_encoding import (
     SinusoidalPositionalEncoding,
     sinusoidal_encoding,
 )
-from keras_transformer.layers.projection import Dense, project
+from keras_transformer.layers.projection import (
+    Dense,
+    aliasing_padding,
+    decoding_projection,
+    project,
+    project_parts,
+)
 from keras_transformer.layers.residual import ResidualConnection
 from keras_transformer.layers.stacks import TransformerDecoder, TransformerEncoder

@@ -30,8 +30,8 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
             (T = 1) in a fixed-size cache; None for a growing cache.
         cross_attention_cache: the encoder keys/values of
             `cross_attention.project_memory(memory)`, computed once.
-        feed_forward_weights: `feed_forward.decoding_weights()`, computed
-            once, for incremental decoding.
+        decoding_weights: `decoding_weights()`, computed once per decoding
+            call, for incremental decoding (T = 1).
         return_attention_weights: also return a dict with the "self" and
             "cross" attention weights [B, N, T, T or L] and [B, N, T, S].
         training: enables dropout.
@@ -75,11 +75,12 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
         self_attention_cache=None,
         cache_index=None,
         cross_attention_cache=None,
-        feed_forward_weights=None,
+        decoding_weights=None,
         return_attention_weights=False,
         training=None,
     ):
         x = inputs
+        weights_of = (decoding_weights or {}).get
         outputs = self.self_attention(
             self.attention_residual.normalize_input(x),
             use_causal_mask=True,
@@ -87,6 +88,7 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
             cache_index=cache_index,
             return_attention_weights=return_attention_weights,
             training=training,
+            decoding_weights=weights_of("self_attention"),
         )
         outputs = outputs if isinstance(outputs, tuple) else (outputs,)
         attended, extras = outputs[0], list(outputs[1:])
@@ -102,6 +104,7 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
             attention_mask=memory_mask,
             return_attention_weights=return_attention_weights,
             training=training,
+            decoding_weights=weights_of("cross_attention"),
         )
         if return_attention_weights:
             attended, weights["cross"] = attended
@@ -110,7 +113,7 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
         transformed = self.feed_forward(
             self.feed_forward_residual.normalize_input(x),
             training=training,
-            decoding_weights=feed_forward_weights,
+            decoding_weights=weights_of("feed_forward"),
         )
         x = self.feed_forward_residual(x, transformed, training=training)
         results = (x,)
@@ -119,6 +122,19 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
         if new_cache is not None:
             results += (new_cache,)
         return results[0] if len(results) == 1 else results
+
+    def decoding_weights(self):
+        """The sublayers' weights laid out for decoding steps (see
+        `MultiHeadAttention.decoding_weights` and
+        `PositionwiseFeedForward.decoding_weights`): a dict of
+        "self_attention", "cross_attention" and "feed_forward"."""
+        return {
+            "self_attention": self.self_attention.decoding_weights(),
+            "cross_attention": self.cross_attention.decoding_weights(
+                cross_attention=True
+            ),
+            "feed_forward": self.feed_forward.decoding_weights(),
+        }
 
     def compute_output_shape(self, inputs_shape, memory_shape=None):
         return inputs_shape

@@ -4,16 +4,15 @@ Shape legend: B batch, T length, D d_model, F d_ff.
 """
 
 import keras
-import tensorflow as tf
 from keras import ops
 
 from keras_transformer.layers.dropout import Dropout
-from keras_transformer.layers.projection import Dense, project
-
-# `decoding_weights` pads the inner width by one cache line of zero units when
-# a row of the inner kernel spans a multiple of this many bytes.
-_ALIASING_ROW_BYTES = 2048
-_CACHE_LINE_BYTES = 64
+from keras_transformer.layers.projection import (
+    Dense,
+    decoding_projection,
+    project,
+    project_parts,
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -82,49 +81,41 @@ class PositionwiseFeedForward(keras.layers.Layer):
     def decoding_weights(self):
         """The weights for `call(decoding_weights=...)` at decoding steps.
 
-        A decoding step multiplies few rows (beam x batch) by the inner
-        kernel [D, F], and oneDNN's matmul then reads the kernel row by row:
-        rows a multiple of 2 KiB apart (F = 1024, 2048 in float32) fall on
-        the same L1 cache sets, and the matmul ran at half speed ([64, 256] x
-        [256, 1024] at 39 GFLOP/s, with F = 1040 at 85; README, Performance).
-        So F is padded by one cache line of units whose inner weights, bias
-        and outer weights are zero: they add exactly 0 to the output, which is
-        the layer's own, whatever the activation.
+        Laid out for a step's few rows (see `projection.aliasing_padding`):
+        when a row of the inner kernel [D, F] would span a multiple of 2 KiB,
+        F gains one cache line of units whose inner weights, bias and outer
+        weights are zero, which add exactly 0 whatever the activation; the
+        outer kernel gains zero columns the same way, dropped after its
+        matmul. The output is the layer's own.
 
         Returns:
-            `(inner_kernel [D, F'], inner_bias [F'], outer_kernel [F', D],
-            outer_bias [D])` in the compute dtype, F' > F; or None when the
-            layer's own weights serve (no padding needed, or a quantized
-            layer).
+            `(inner_kernel [D, F'], inner_bias [F'], outer_kernel [F', D'],
+            outer_bias [D'])` in the compute dtype; None for a quantized
+            layer (its own weights serve).
         """
-        dtype = tf.as_dtype(self.compute_dtype)
         if self.inner.quantization_mode or self.outer.quantization_mode:
             return None
-        if (self.d_ff * dtype.size) % _ALIASING_ROW_BYTES:
-            return None
-        pad = _CACHE_LINE_BYTES // dtype.size
-        inner_kernel, inner_bias, outer_kernel, outer_bias = (
-            ops.cast(weight, dtype)
-            for weight in (
-                self.inner.kernel,
-                self.inner.bias,
-                self.outer.kernel,
-                self.outer.bias,
-            )
+        dtype = self.compute_dtype
+        inner_kernel, inner_bias = decoding_projection(
+            [self.inner.kernel], [self.inner.bias], dtype
         )
-        return (
-            ops.pad(inner_kernel, [[0, 0], [0, pad]]),
-            ops.pad(inner_bias, [[0, pad]]),
-            ops.pad(outer_kernel, [[0, pad], [0, 0]]),
-            outer_bias,
+        extra_units = inner_kernel.shape[-1] - self.d_ff
+        outer_kernel = ops.pad(
+            ops.cast(self.outer.kernel, dtype), [[0, extra_units], [0, 0]]
         )
+        outer_kernel, outer_bias = decoding_projection(
+            [outer_kernel], [self.outer.bias], dtype
+        )
+        return inner_kernel, inner_bias, outer_kernel, outer_bias
 
     def call(self, inputs, training=None, decoding_weights=None):
         if decoding_weights is not None:
             inner_kernel, inner_bias, outer_kernel, outer_bias = decoding_weights
             flat = ops.reshape(inputs, (-1, inputs.shape[-1]))
             hidden = self.activation(project(flat, inner_kernel, inner_bias))
-            outputs = project(hidden, outer_kernel, outer_bias)
+            (outputs,) = project_parts(
+                hidden, outer_kernel, outer_bias, [inputs.shape[-1]]
+            )
             return ops.reshape(outputs, ops.shape(inputs))
         hidden = self.inner(inputs, training=training)
         if self.activation_dropout:

@@ -42,6 +42,53 @@ def project(inputs, kernel, bias=None, training=False):
     return _project_with_bias(inputs, kernel, tf.convert_to_tensor(bias))
 
 
+# At a decoding step's few rows, oneDNN's matmul reads its right operand row by
+# row, and rows a multiple of 2 KiB apart fall on the same L1 cache sets: at 64
+# rows and one thread, [512, 512] ran at 56-63 GFLOP/s and [512, 528] at 87-93,
+# [256, 1024] at 39 and [256, 1040] at 85 (README, Performance).
+_ALIASING_ROW_BYTES = 2048
+_CACHE_LINE_BYTES = 64
+
+
+def aliasing_padding(width, dtype):
+    """Zero columns that keep a kernel's rows of `width` elements of `dtype`
+    off multiples of 2 KiB: one cache line of them, or 0."""
+    size = tf.as_dtype(dtype).size
+    return _CACHE_LINE_BYTES // size if (width * size) % _ALIASING_ROW_BYTES == 0 else 0
+
+
+def decoding_projection(kernels, biases, dtype):
+    """Projections fused and laid out for `project_parts`, once per decoding
+    call.
+
+    Args:
+        kernels: list of [I, O_i].
+        biases: list of [O_i] or of None.
+        dtype: the compute dtype.
+
+    Returns:
+        `(kernel [I, O'], bias [O'] or None)`: the kernels side by side in
+        `dtype`, then `aliasing_padding` zero columns.
+    """
+    kernel = ops.concatenate([ops.cast(k, dtype) for k in kernels], axis=-1)
+    pad = aliasing_padding(kernel.shape[-1], dtype)
+    kernel = ops.pad(kernel, [[0, 0], [0, pad]])
+    if biases[0] is None:
+        return kernel, None
+    bias = ops.concatenate([ops.cast(b, dtype) for b in biases], axis=0)
+    return kernel, ops.pad(bias, [[0, pad]])
+
+
+def project_parts(inputs, kernel, bias, widths):
+    """`project` by a kernel of `decoding_projection`, split back into the
+    projections of `widths` (the padding dropped)."""
+    outputs = project(inputs, kernel, bias)
+    pad = kernel.shape[-1] - sum(widths)
+    if len(widths) == 1 and not pad:
+        return [outputs]
+    return tf.split(outputs, [*widths, pad], axis=-1)[: len(widths)]
+
+
 def _matmul_gradients(inputs, kernel, upstream):
     """(d inputs, d kernel) of `inputs @ kernel` for `upstream` [N, O]."""
     # [1, N, O] x [1, I, O]^T -> [N, I], as `BatchMatMulV2` (see `project`).

@@ -149,8 +149,8 @@ class TransformerDecoder(_Stack):
             fixed-size caches; None for growing caches.
         cross_attention_cache: list of N per-layer projected encoder
             keys/values (see `project_memory`).
-        feed_forward_weights: list of N per-layer feed-forward weights for
-            decoding steps (see `feed_forward_decoding_weights`).
+        decoding_weights: list of N per-layer weights laid out for decoding
+            steps (see `decoding_weights`).
         return_attention_weights: also return the per-layer list of
             {"self", "cross"} weights.
         training: enables dropout.
@@ -176,10 +176,10 @@ class TransformerDecoder(_Stack):
             layer.cross_attention.project_memory(memory) for layer in self.sublayers
         ]
 
-    def feed_forward_decoding_weights(self):
-        """Per-layer `PositionwiseFeedForward.decoding_weights()`, computed
+    def decoding_weights(self):
+        """Per-layer `TransformerDecoderLayer.decoding_weights()`, computed
         once per decoding call."""
-        return [layer.feed_forward.decoding_weights() for layer in self.sublayers]
+        return [layer.decoding_weights() for layer in self.sublayers]
 
     def initial_cache(self, batch_size, max_length=None, dtype="float32"):
         """Per-layer empty self-attention caches: fixed-size ones of
@@ -197,7 +197,7 @@ class TransformerDecoder(_Stack):
         self_attention_cache=None,
         cache_index=None,
         cross_attention_cache=None,
-        feed_forward_weights=None,
+        decoding_weights=None,
         return_attention_weights=False,
         training=None,
     ):
@@ -219,10 +219,8 @@ class TransformerDecoder(_Stack):
                     if cross_attention_cache is None
                     else cross_attention_cache[index]
                 ),
-                feed_forward_weights=(
-                    None
-                    if feed_forward_weights is None
-                    else feed_forward_weights[index]
+                decoding_weights=(
+                    None if decoding_weights is None else decoding_weights[index]
                 ),
                 return_attention_weights=return_attention_weights,
                 training=training,

@@ -131,6 +131,33 @@ class MultiHeadAttentionTest(TestCase):
         self.assertAllClose(weights, tiled_weights, atol=1e-6)
         self.assertAllClose(weights[3:, ..., 4:], np.zeros((3, 4, 1, 3)))
 
+    def test_decoding_weights_give_the_same_steps(self):
+        # 4 heads x 128 = 512 floats per kernel row: padded (see
+        # `layers.aliasing_padding`); values of 128 and an output of 256.
+        layer = self.make_layer(key_dim=128, value_dim=128, output_dim=256)
+        rng = np.random.default_rng(7)
+        x = rng.normal(size=(2, 3, 512)).astype("float32")
+        memory = rng.normal(size=(2, 5, 512)).astype("float32")
+        layer.build(x.shape, memory.shape)
+        weights = layer.decoding_weights()
+        self.assertEqual(weights["inputs"][0].shape, (512, 3 * 512 + 16))
+        self.assertEqual(weights["output"][0].shape, (512, 256))
+        cache = ours = layer.initial_cache(2)
+        for t in range(3):
+            step = x[:, t : t + 1]
+            expected, cache = layer(step, cache=cache)
+            outputs, ours = layer(step, cache=ours, decoding_weights=weights)
+            self.assertAllClose(outputs, expected, atol=1e-4)
+            self.assertAllClose(ours, cache, atol=1e-4)
+        projected = layer.project_memory(memory)
+        cross = layer.decoding_weights(cross_attention=True)
+        self.assertEqual(cross["inputs"][0].shape, (512, 512 + 16))
+        self.assertAllClose(
+            layer(x, memory=projected, decoding_weights=cross),
+            layer(x, memory=projected),
+            atol=1e-4,
+        )
+
     def test_invalid_arguments(self):
         with self.assertRaisesRegex(ValueError, "num_heads=0"):
             layers.MultiHeadAttention(num_heads=0, key_dim=4)

@@ -83,6 +83,39 @@ class ProjectTest(TestCase):
         self.assertIn("MatMul", types)
 
 
+class DecodingProjectionTest(TestCase):
+    @parameterized.parameters(
+        (512, "float32", 16),  # rows of 2 KiB
+        (1024, "float32", 16),
+        (300, "float32", 0),
+        (256, "float32", 0),  # 1 KiB
+        (1024, "bfloat16", 32),
+        (512, "bfloat16", 0),
+    )
+    def test_aliasing_padding_is_one_cache_line_at_multiples_of_2_kib(
+        self, width, dtype, padding
+    ):
+        self.assertEqual(layers.aliasing_padding(width, dtype), padding)
+
+    @parameterized.parameters(True, False)
+    def test_fused_and_padded_kernels_give_each_projection(self, with_bias):
+        # Widths 200 + 312 = 512 floats per row: padded to 528.
+        rng = np.random.default_rng(1)
+        inputs = tf.constant(rng.normal(size=(6, 8)), tf.float32)
+        kernels = [tf.constant(rng.normal(size=(8, w)), tf.float32) for w in (200, 312)]
+        biases = [
+            tf.constant(rng.normal(size=(w,)), tf.float32) if with_bias else None
+            for w in (200, 312)
+        ]
+        kernel, bias = layers.decoding_projection(kernels, biases, "float32")
+        self.assertEqual(kernel.shape, (8, 528))
+        self.assertAllEqual(kernel[:, 512:], np.zeros((8, 16)))
+        self.assertEqual(bias is None, not with_bias)
+        parts = layers.project_parts(inputs, kernel, bias, [200, 312])
+        for part, k, b in zip(parts, kernels, biases):
+            self.assertAllClose(part, _plain(inputs, k, b), atol=1e-5)
+
+
 class DenseTest(TestCase):
     def _twins(self, **kwargs):
         ours = layers.Dense(4, name="dense", **kwargs)
