@@ -9,6 +9,12 @@
 # BENCH_OUT, VENV_<name>) pass through. Our rows use this Python's
 # environment (the one with keras_transformer installed) unless VENV_ours
 # is set. The peers' venvs come from the harness's setup_venvs.sh.
+#
+# ORDER=grouped (the default) runs the rows workload by workload (every
+# "small train" row, then every "base train" row, ...; within a group the
+# plan's order, ours last), so that the rows a ratio compares run minutes
+# apart, not up to 20: this VM's speed drifts within a run, and with the
+# plan's order (ORDER=plan) our rows all ran at its end.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 harness=$(cd "${1:-$here/../../shared/bench}" && pwd)
@@ -17,7 +23,17 @@ python=${PYTHON:-python3}
 ln -sf "$here/peer_row.py" "$harness/peers/keras_transformer_peer.py"
 plan=$(mktemp)
 trap 'rm -f "$plan"' EXIT
-cat "$harness/plan.txt" "$here/peer_plan.txt" > "$plan"
+case ${ORDER:-grouped} in
+  plan) cat "$harness/plan.txt" "$here/peer_plan.txt" > "$plan" ;;
+  grouped)
+    # Stable: groups by (config, workload) in order of first appearance.
+    cat "$harness/plan.txt" "$here/peer_plan.txt" | awk '
+      /^[[:space:]]*(#|$)/ { next }
+      { key = $4 " " $5; if (!(key in rows)) order[++groups] = key
+        rows[key] = rows[key] $0 "\n" }
+      END { for (i = 1; i <= groups; i++) printf "%s", rows[order[i]] }' > "$plan" ;;
+  *) echo "ORDER must be grouped or plan, not '$ORDER'" >&2; exit 2 ;;
+esac
 export VENV_ours=${VENV_ours:-$("$python" -c 'import sys; print(sys.prefix)')}
 "$VENV_ours/bin/python" -c 'import keras_transformer' || {
   echo "keras_transformer is not installed in $VENV_ours: pip install -e ." >&2

@@ -1,0 +1,95 @@
+"""benchmarks/run_peers.sh: the harness's plan with our rows, grouped by
+workload, handed to the harness's runner."""
+
+import os
+import subprocess
+
+SCRIPT = os.path.join(
+    os.path.dirname(os.path.dirname(__file__)), "benchmarks", "run_peers.sh"
+)
+HARNESS_PLAN = """\
+# columns: tier venv script config workload [args]
+core  torch  peak_flops.py  -      peak
+core  torch  a_peer.py      small  train
+core  torch  a_peer.py      small  decode
+core  mg     b_peer.py      small  train
+full  mg     b_peer.py      base   train   --xla
+"""
+
+
+def run_peers(tmp_path, order=None, installed=True):
+    """Runs the script against a fake harness whose runner copies the plan
+    it is given, with a fake environment for our rows whose Python imports
+    keras_transformer or not; returns (completed process, that plan's rows)."""
+    harness = tmp_path / "bench"
+    (harness / "peers").mkdir(parents=True)
+    (harness / "plan.txt").write_text(HARNESS_PLAN)
+    (harness / "run_peers.sh").write_text('cp "$PLAN" "$PLAN_COPY"\n')
+    python = tmp_path / "venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(f"#!/bin/sh\nexit {0 if installed else 1}\n")
+    python.chmod(0o755)
+    env = dict(
+        os.environ, PLAN_COPY=str(tmp_path / "plan"), VENV_ours=str(tmp_path / "venv")
+    )
+    env.pop("ORDER", None)
+    if order is not None:
+        env["ORDER"] = order
+    done = subprocess.run(
+        ["bash", SCRIPT, str(harness)], env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        return done, None
+    with open(tmp_path / "plan") as plan:
+        rows = [line.split() for line in plan]
+    # Without the tier column; the harness's runner skips comments.
+    return done, [" ".join(row[1:]) for row in rows if row and row[0][0] != "#"]
+
+
+def test_rows_run_grouped_by_workload_ours_last(tmp_path):
+    done, rows = run_peers(tmp_path)
+    assert done.returncode == 0, done.stderr
+    # The peers' rows of each workload, then ours, in the plans' order.
+    assert rows[:4] == [
+        "torch peak_flops.py - peak",
+        "torch a_peer.py small train",
+        "mg b_peer.py small train",
+        "ours keras_transformer_peer.py small train",
+    ]
+    groups = [tuple(row.split()[2:4]) for row in rows]
+    assert groups == sorted(groups, key=groups.index)  # each group contiguous
+    assert groups.count(("small", "decode")) > 1
+    assert rows[groups.index(("small", "decode"))] == "torch a_peer.py small decode"
+    assert rows[groups.index(("base", "train"))] == "mg b_peer.py base train --xla"
+    # The decoding row the targets compare comes first among ours.
+    assert rows[groups.index(("small", "decode")) + 1] == (
+        "ours keras_transformer_peer.py small decode --saved_model --intra_op_threads=1"
+    )
+    with open(SCRIPT.replace("run_peers.sh", "peer_plan.txt")) as ours:
+        expected = [line for line in ours if line.strip() and line[0] != "#"]
+    assert len(rows) == 5 + len(expected)  # nothing lost, nothing doubled
+    assert os.path.islink(tmp_path / "bench" / "peers" / "keras_transformer_peer.py")
+
+
+def test_plan_order_appends_ours(tmp_path):
+    done, rows = run_peers(tmp_path, order="plan")
+    assert done.returncode == 0, done.stderr
+    assert rows[:5] == [
+        " ".join(line.split()[1:])
+        for line in HARNESS_PLAN.splitlines()
+        if line[0] != "#"
+    ]
+    assert all(row.startswith("ours ") for row in rows[5:])
+
+
+def test_unknown_order_is_refused(tmp_path):
+    done, _ = run_peers(tmp_path, order="random")
+    assert done.returncode == 2
+    assert "ORDER must be grouped or plan, not 'random'" in done.stderr
+
+
+def test_our_environment_without_the_package_is_refused(tmp_path):
+    done, _ = run_peers(tmp_path, installed=False)
+    assert done.returncode == 1
+    assert "keras_transformer is not installed in" in done.stderr
+    assert "pip install -e ." in done.stderr
