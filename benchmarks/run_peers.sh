@@ -4,11 +4,12 @@
 #   benchmarks/run_peers.sh [HARNESS_DIR]     (default: ../shared/bench)
 #
 # Links benchmarks/peer_row.py into the harness as
-# peers/keras_transformer_peer.py, appends benchmarks/peer_plan.txt to the
-# harness's plan and runs it; the harness's knobs (ONLY, FULL, ROW_TIMEOUT,
-# BENCH_OUT, VENV_<name>) pass through. Our rows use this Python's
-# environment (the one with keras_transformer installed) unless VENV_ours
-# is set. The peers' venvs come from the harness's setup_venvs.sh.
+# peers/keras_transformer_peer.py, adds the rows of benchmarks/peer_plan.txt
+# to the harness's plan (in the ORDER below) and runs it; the harness's
+# knobs (ONLY, FULL, ROW_TIMEOUT, BENCH_OUT, VENV_<name>) pass through.
+# Our rows use this Python's environment (the one with keras_transformer
+# installed) unless VENV_ours is set. The peers' venvs come from the
+# harness's setup_venvs.sh.
 #
 # ORDER=grouped (the default) runs the rows workload by workload (every
 # "small train" row, then every "base train" row, ...; within a group the
@@ -20,7 +21,6 @@ here=$(cd "$(dirname "$0")" && pwd)
 harness=$(cd "${1:-$here/../../shared/bench}" && pwd)
 python=${PYTHON:-python3}
 
-ln -sf "$here/peer_row.py" "$harness/peers/keras_transformer_peer.py"
 plan=$(mktemp)
 trap 'rm -f "$plan"' EXIT
 case ${ORDER:-grouped} in
@@ -39,4 +39,5 @@ export VENV_ours=${VENV_ours:-$("$python" -c 'import sys; print(sys.prefix)')}
   echo "keras_transformer is not installed in $VENV_ours: pip install -e ." >&2
   exit 1
 }
+ln -sf "$here/peer_row.py" "$harness/peers/keras_transformer_peer.py"
 PLAN=$plan bash "$harness/run_peers.sh"

@@ -46,6 +46,11 @@ def run_peers(tmp_path, order=None, installed=True):
     return done, [" ".join(row[1:]) for row in rows if row and row[0][0] != "#"]
 
 
+def link(tmp_path):
+    """Where the script links our harness row into the harness."""
+    return tmp_path / "bench" / "peers" / "keras_transformer_peer.py"
+
+
 def test_rows_run_grouped_by_workload_ours_last(tmp_path):
     done, rows = run_peers(tmp_path)
     assert done.returncode == 0, done.stderr
@@ -68,7 +73,7 @@ def test_rows_run_grouped_by_workload_ours_last(tmp_path):
     with open(SCRIPT.replace("run_peers.sh", "peer_plan.txt")) as ours:
         expected = [line for line in ours if line.strip() and line[0] != "#"]
     assert len(rows) == 5 + len(expected)  # nothing lost, nothing doubled
-    assert os.path.islink(tmp_path / "bench" / "peers" / "keras_transformer_peer.py")
+    assert os.path.islink(link(tmp_path))
 
 
 def test_plan_order_appends_ours(tmp_path):
@@ -86,6 +91,7 @@ def test_unknown_order_is_refused(tmp_path):
     done, _ = run_peers(tmp_path, order="random")
     assert done.returncode == 2
     assert "ORDER must be grouped or plan, not 'random'" in done.stderr
+    assert not os.path.lexists(link(tmp_path))  # the harness is left alone
 
 
 def test_our_environment_without_the_package_is_refused(tmp_path):
@@ -93,3 +99,4 @@ def test_our_environment_without_the_package_is_refused(tmp_path):
     assert done.returncode == 1
     assert "keras_transformer is not installed in" in done.stderr
     assert "pip install -e ." in done.stderr
+    assert not os.path.lexists(link(tmp_path))
