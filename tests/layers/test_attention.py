@@ -1,4 +1,5 @@
 import numpy as np
+import tensorflow as tf
 
 from keras_transformer import layers
 from tests.test_case import TestCase
@@ -130,6 +131,29 @@ class MultiHeadAttentionTest(TestCase):
         self.assertAllClose(grouped, tiled, atol=1e-5)
         self.assertAllClose(weights, tiled_weights, atol=1e-6)
         self.assertAllClose(weights[3:, ..., 4:], np.zeros((3, 4, 1, 3)))
+
+    def test_decoding_steps_run_their_tiny_matmuls_apart(self):
+        # A step's score and value products as Eigen's `BatchMatMulV3`;
+        # sequences keep `BatchMatMulV2` (oneDNN's). Values: the cache
+        # tests above compare the steps with a full pass.
+        layer = self.make_layer()
+        x = np.random.default_rng(8).normal(size=(2, 3, 12)).astype("float32")
+        layer(x)
+
+        def matmul_types(fn, *args):
+            graph = tf.function(fn).get_concrete_function(*args).graph
+            return {
+                op.type for op in graph.get_operations() if "BatchMatMul" in op.type
+            }
+
+        cache = layer.initial_cache(2)
+        step = matmul_types(lambda s: layer(s, cache=cache)[0], x[:, :1])
+        projected = layer.project_memory(x)
+        cross_step = matmul_types(lambda s: layer(s, memory=projected), x[:, :1])
+        sequence = matmul_types(lambda s: layer(s, use_causal_mask=True), x)
+        self.assertEqual(step, {"BatchMatMulV3"})
+        self.assertEqual(cross_step, {"BatchMatMulV3"})
+        self.assertEqual(sequence, {"BatchMatMulV2"})
 
     def test_decoding_weights_give_the_same_steps(self):
         # 4 heads x 128 = 512 floats per kernel row: padded (see
