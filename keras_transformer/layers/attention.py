@@ -31,9 +31,10 @@ def _batch_matmul(x, y, adjoint_b=False, tiny=False):
     more on setting up each call than on the products: ~110 vs ~90 us for
     the scores and values of a small model's cross-attention step, one
     thread. At training sizes oneDNN's is ~1.7x faster, so only `tiny`
-    products leave it. The values are the same.
+    float32 products leave it (the CPU has no float16 `BatchMatMulV3`).
+    The values are the same.
     """
-    if not tiny:
+    if not tiny or x.dtype != tf.float32:
         return tf.matmul(x, y, adjoint_b=adjoint_b)
     return tf.raw_ops.BatchMatMulV3(x=x, y=y, adj_y=adjoint_b, Tout=x.dtype)
 
@@ -144,7 +145,9 @@ class MultiHeadAttention(keras.layers.Layer):
     `project_memory`, and self-attention keeps a key/value cache that is
     either fixed-size, written in place at `cache_index` (static shapes, for
     XLA), or growing, the step appended (without XLA it copies only the
-    positions decoded so far, not the whole fixed length, at every step).
+    positions decoded so far, not the whole fixed length, at every step). At a
+    decoding step (one query position) the per-head products are many tiny
+    ones and run as such (see `scaled_dot_product_attention`).
 
     Args:
         num_heads: h, number of heads.

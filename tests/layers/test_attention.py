@@ -1,5 +1,7 @@
 import numpy as np
 import tensorflow as tf
+from absl.testing import parameterized
+from keras import ops
 
 from keras_transformer import layers
 from tests.test_case import TestCase
@@ -154,6 +156,21 @@ class MultiHeadAttentionTest(TestCase):
         self.assertEqual(step, {"BatchMatMulV3"})
         self.assertEqual(cross_step, {"BatchMatMulV3"})
         self.assertEqual(sequence, {"BatchMatMulV2"})
+
+    @parameterized.parameters("mixed_float16", "mixed_bfloat16")
+    def test_decoding_steps_under_mixed_precision(self, policy):
+        # Half-precision steps keep `tf.matmul` (no float16 kernel for the
+        # step's `BatchMatMulV3` on CPU) and match the full pass.
+        layer = self.make_layer(dtype=policy)
+        x = np.random.default_rng(9).normal(size=(2, 3, 12)).astype("float32")
+        full = layer(x, use_causal_mask=True)
+        cache = layer.initial_cache(2, dtype=layer.compute_dtype)
+        steps = []
+        for t in range(3):
+            out, cache = layer(x[:, t : t + 1], cache=cache)
+            steps.append(out)
+        atol = 2e-2 if policy == "mixed_bfloat16" else 2e-3
+        self.assertAllClose(ops.concatenate(steps, 1), full, atol=atol)
 
     def test_decoding_weights_give_the_same_steps(self):
         # 4 heads x 128 = 512 floats per kernel row: padded (see
