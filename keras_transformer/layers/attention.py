@@ -22,8 +22,8 @@ _MASK_VALUE = -1e9
 
 
 def _batch_matmul(x, y, adjoint_b=False, tiny=False):
-    """`tf.matmul` of [..., M, K] x [..., K, N]; `tiny` runs it as Eigen's
-    `BatchMatMulV3`.
+    """`tf.matmul` of [..., M, K] x [..., K, N] (y as [..., N, K] with
+    `adjoint_b`); `tiny` runs it as Eigen's `BatchMatMulV3`.
 
     At a decoding step the batch holds hundreds of products of one to K
     query rows, and oneDNN's batch matmul (which TensorFlow's oneDNN pass
