@@ -5,6 +5,7 @@ V vocabulary, L decoding cache length.
 """
 
 import keras
+import tensorflow as tf
 from keras import ops
 
 from keras_transformer import layers
@@ -202,7 +203,9 @@ class Transformer(keras.Model):
             )
         return weights
 
-    def initial_decoding_state(self, memory, max_length=None, decoding_weights=None):
+    def initial_decoding_state(
+        self, memory, max_length=None, decoding_weights=None, beam_size=None
+    ):
         """Caches for `decode_step`.
 
         Args:
@@ -213,19 +216,39 @@ class Transformer(keras.Model):
                 `append_to_cache=True`), cheaper without XLA: a step copies
                 the positions decoded so far rather than `max_length`.
             decoding_weights: `decoding_weights()`, computed here when None.
+            beam_size: with `max_length`, the K of a beam search without
+                XLA: caches of `max_length` positions for the B * K
+                hypotheses, written in place and never reordered (a
+                step neither copies nor gathers them;
+                `reorder_decoding_state` moves only their ancestry). For
+                one `tf.while_loop` that passes them from step to step.
 
         Returns:
             `(self_attention_cache, step_constants)`. The first, a per-layer
-            list of dicts, fills step by step (and must follow the
-            hypotheses in beam search). The second is what every step
-            reads but is computed once: a dict with `cross_attention`, the
-            per-layer encoder keys/values, and the entries of
-            `decoding_weights()`.
+            list of dicts (with `beam_size`, a dict of those and their
+            "ancestry"), fills step by step and follows the hypotheses in
+            beam search through `reorder_decoding_state`. The second is
+            what every step reads but is computed once: a dict with
+            `cross_attention`, the per-layer encoder keys/values, and the
+            entries of `decoding_weights()`.
+
+        Raises:
+            ValueError: if `beam_size` is given without `max_length`.
         """
         batch_size = ops.shape(memory)[0]
+        if beam_size is not None:
+            batch_size *= beam_size
         self_cache = self.decoder.initial_cache(
-            batch_size, max_length, self.decoder.compute_dtype
+            batch_size,
+            max_length,
+            self.decoder.compute_dtype,
+            in_place=beam_size is not None,
         )
+        if beam_size is not None:
+            self_cache = {
+                "caches": self_cache,
+                "ancestry": ops.zeros((batch_size, max_length), dtype="int32"),
+            }
         if decoding_weights is None:
             decoding_weights = self.decoding_weights()
         constants = {
@@ -255,7 +278,7 @@ class Transformer(keras.Model):
             append_to_cache: True for growing caches (`max_length=None` in
                 `initial_decoding_state`; a `tf.while_loop` over the steps
                 needs `layers.cache_shape_invariants`), False to write
-                fixed-size caches at `step`.
+                fixed-size caches at `step`. In-place caches ignore it.
 
         Returns:
             `(logits float32 [B, V], updated self_attention_cache)`: the
@@ -263,16 +286,46 @@ class Transformer(keras.Model):
         """
         y = self.target_embedding(ops.expand_dims(ids, 1))  # [B, 1, D]
         y = self.target_position(y, start_index=step)
+        caches, rows = self_attention_cache, None
+        if isinstance(self_attention_cache, dict):  # in place
+            caches = self_attention_cache["caches"]
+            ancestry, rows = layers.in_place_cache_rows(
+                self_attention_cache["ancestry"],
+                step,
+                self.decoder.sublayers[0].self_attention.num_heads,
+            )
         y, new_cache = self.decoder(
             y,
             memory_mask=memory_mask,
-            self_attention_cache=self_attention_cache,
-            cache_index=None if append_to_cache else step,
+            self_attention_cache=caches,
+            cache_index=None if append_to_cache and rows is None else step,
+            cache_rows=rows,
             cross_attention_cache=step_constants["cross_attention"],
             decoding_weights=step_constants["decoder_weights"],
         )
+        if rows is not None:
+            new_cache = {"caches": new_cache, "ancestry": ancestry}
         logits = self._logits(y, step_constants.get("output_kernel"))
         return logits[:, 0, :], new_cache
+
+    @staticmethod
+    def reorder_decoding_state(self_attention_cache, rows):
+        """The self-attention state of the hypotheses that continue.
+
+        Args:
+            self_attention_cache: from `decode_step`.
+            rows: int32 [B], the row (hypothesis) each new row continues.
+
+        Returns:
+            The state of the new rows: caches gathered, or of in-place
+            caches (`beam_size`) only the ancestry, a few integers a row.
+        """
+        if isinstance(self_attention_cache, dict):
+            return dict(
+                self_attention_cache,
+                ancestry=tf.gather(self_attention_cache["ancestry"], rows),
+            )
+        return tf.nest.map_structure(lambda x: tf.gather(x, rows), self_attention_cache)
 
     def _logits(self, hidden, output_kernel=None):
         if self.output_projection is None:

@@ -105,8 +105,12 @@ class TransformerModelTest(TestCase):
             target = self.random_ids((3, 6), 40, seed=1)
             full = self.call(model, source, target)
             memory, memory_mask = model.encode(source)
-            for max_length in (6, None):  # fixed-size, then growing caches
-                self_cache, constants = model.initial_decoding_state(memory, max_length)
+            # Fixed-size, growing, then in-place caches (one hypothesis per
+            # sentence: never reordered).
+            for max_length, beam_size in ((6, None), (None, None), (6, 1)):
+                self_cache, constants = model.initial_decoding_state(
+                    memory, max_length, beam_size=beam_size
+                )
                 steps = []
                 for t in range(6):
                     logits, self_cache = model.decode_step(

@@ -263,6 +263,8 @@ def beam_search(
     max_decode_steps=None,
     state_shape_invariants=None,
     tile_static=True,
+    reorder_state=None,
+    tile_state=True,
 ):
     """Finds the hypotheses Y of highest log P(Y) / length_penalty(|Y|).
 
@@ -288,7 +290,7 @@ def beam_search(
             the beams of a sentence adjacent.
         initial_ids: int32 [B], the first decoder input (BOS).
         state: nest of [B, ...] tensors that follow hypotheses (fixed-size
-            self-attention caches): one `tf.gather` per tensor and step.
+            self-attention caches), moved by `reorder_state` at every step.
         static: nest of [B, ...] tensors that do not (encoder output,
             cross-attention keys/values, padding mask): tiled once, unless
             `tile_static` is False.
@@ -312,6 +314,13 @@ def beam_search(
         tile_static: False passes `static` as [B, ...] for a function that
             groups the K beams of each sentence itself (K times less memory
             read; `Transformer.decode_step` does so in cross-attention).
+        reorder_state: `fn(state, rows) -> state`, the state of the
+            hypotheses kept at a step, with rows int32 [B*K] the row each
+            continues. Defaults to a `tf.gather` of every tensor; caches
+            that are never reordered (`Transformer.reorder_decoding_state`
+            of in-place caches) move less.
+        tile_state: False passes `state` as [B*K, ...], made for the
+            hypotheses (in-place caches), instead of tiling [B, ...].
 
     Returns:
         A `BeamSearchResult` sorted by score. A sentence without any
@@ -341,7 +350,13 @@ def beam_search(
     def tile(x):
         return tf.repeat(x, k, axis=0)
 
-    state = tf.nest.map_structure(tile, state)
+    if tile_state:
+        state = tf.nest.map_structure(tile, state)
+    if reorder_state is None:
+
+        def reorder_state(state, rows):
+            return tf.nest.map_structure(lambda x: tf.gather(x, rows), state)
+
     if tile_static:
         static = tf.nest.map_structure(tile, static)
     invariants = state_invariants(state, state_shape_invariants)
@@ -389,7 +404,7 @@ def beam_search(
         )
         origin = tf.where(keep, own_beam, tf.gather(cand_origin, pick, batch_dims=1))
         rows = tf.reshape(row_offsets + origin, [-1])  # [B*K]
-        new_state = tf.nest.map_structure(lambda x: tf.gather(x, rows), new_state)
+        new_state = reorder_state(new_state, rows)
 
         # Ended extensions among the K best compete with the finished ones.
         ended = (valid & ends)[:, :k]  # [B, K]

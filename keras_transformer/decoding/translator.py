@@ -6,7 +6,6 @@ returned, K beam.
 
 import tensorflow as tf
 
-from keras_transformer import layers
 from keras_transformer.decoding.beam_search import (
     BeamSearchResult,
     beam_search,
@@ -400,8 +399,9 @@ def transformer_beam_search(
             `fixed_size`, also the length of the caches.
         eos_id: the end token; -1 never ends (benchmarks).
         fixed_size: self-attention caches of `max_decode_steps` positions
-            written in place (static shapes, for XLA) rather than growing
-            ones, which copy less without XLA.
+            written by a scatter and reordered by a gather (static shapes,
+            for XLA) rather than in-place ones, which a step neither copies
+            nor reorders (faster without XLA).
         parallel_searches: P, a Python int: the batch is split into P parts
             of B // P or B // P + 1 sentences (in order, some empty when
             B < P), searched by P independent loops that TensorFlow's
@@ -445,15 +445,18 @@ def transformer_beam_search(
         return BeamSearchResult(*(tf.concat(parts, axis=0) for parts in zip(*results)))
 
     memory, memory_mask = model.encode(source_ids)  # [B, S, D]
+    if max_decode_steps is None:
+        _, max_decode_steps = decode_limits(max_decode_length, tf.shape(source_ids)[0])
     self_cache, constants = model.initial_decoding_state(
-        memory, max_decode_steps if fixed_size else None, decoding_weights
+        memory,
+        max_decode_steps,
+        decoding_weights,
+        beam_size=None if fixed_size else beam_size,
     )
 
     def symbols_to_logits_fn(ids, step, state, static):
         step_constants, mask = static
-        return model.decode_step(
-            ids, step, state, step_constants, mask, append_to_cache=not fixed_size
-        )
+        return model.decode_step(ids, step, state, step_constants, mask)
 
     return beam_search(
         symbols_to_logits_fn,
@@ -467,12 +470,12 @@ def transformer_beam_search(
         eos_id=eos_id,
         num_return=num_return,
         max_decode_steps=max_decode_steps,
-        state_shape_invariants=(
-            None if fixed_size else layers.cache_shape_invariants(self_cache)
-        ),
         # Cross-attention groups the K beams of a sentence itself; the
         # decoder's weights and the output kernel are not per sentence.
         tile_static=False,
+        reorder_state=model.reorder_decoding_state,
+        # In-place caches are made for the B * K hypotheses.
+        tile_state=fixed_size,
     )
 
 

@@ -3,6 +3,7 @@
 from keras_transformer.layers.attention import (
     MultiHeadAttention,
     cache_shape_invariants,
+    in_place_cache_rows,
     scaled_dot_product_attention,
 )
 from keras_transformer.layers.decoder_layer import TransformerDecoderLayer

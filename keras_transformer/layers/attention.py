@@ -86,6 +86,57 @@ def _write_step(cache, step, index):
     return tf.tensor_scatter_nd_update(cache, indices, step[:, :, 0, :])
 
 
+def _write_in_place(cache, step, index):
+    """The cache [B, L, N, H] of `initial_cache(in_place=True)` with `step`
+    [B, N, 1, H] written at position `index`, in the cache's own buffer.
+
+    `InplaceUpdate` modifies its input (~20 us a step at any length, where
+    appending copies every position decoded so far). That is safe because
+    each in-place cache is its own `Empty` buffer, read only through this
+    function's output.
+    """
+    batch, length = tf.shape(cache)[0], tf.shape(cache)[1]
+    width = cache.shape[2] * cache.shape[3]
+    rows = tf.range(batch) * length + tf.cast(index, tf.int32)
+    flat = tf.raw_ops.InplaceUpdate(
+        x=tf.reshape(cache, [-1, width]), i=rows, v=tf.reshape(step, [-1, width])
+    )
+    return tf.reshape(flat, tf.shape(cache))
+
+
+def _read_rows(cache, rows):
+    """[B, N, S, H] of an in-place cache [B, L, N, H] at `rows` [B, N, S]."""
+    return tf.gather(tf.reshape(cache, [-1, cache.shape[-1]]), rows)
+
+
+def in_place_cache_rows(ancestry, index, num_heads):
+    """What the queries at position `index` read of in-place caches.
+
+    In beam search the hypotheses change rows (slots) from step to step.
+    In-place caches are never reordered: position j of a hypothesis stays
+    in the slot that decoded it, and `ancestry` says which slot that is.
+
+    Args:
+        ancestry: int32 [B, L]: `ancestry[b, j]` is the slot of the caches
+            holding position j of the hypothesis in slot b, for j < `index`
+            (beam search reorders it with the hypotheses).
+        index: int32 scalar, the position being decoded.
+        num_heads: N.
+
+    Returns:
+        `(ancestry, rows)`: the ancestry with each slot's own position
+        `index` recorded, and int32 rows [B, N, index + 1] of the caches
+        flattened to [B * L * N, H], for `call(cache_rows=...)`.
+    """
+    batch, length = tf.shape(ancestry)[0], tf.shape(ancestry)[1]
+    own = tf.one_hot(index, length, on_value=True, off_value=False)[None, :]
+    ancestry = tf.where(own, tf.range(batch)[:, None], ancestry)
+    positions = tf.range(index + 1)
+    cells = ancestry[:, : index + 1] * length + positions  # [B, index + 1]
+    rows = cells[:, None, :] * num_heads + tf.range(num_heads)[None, :, None]
+    return ancestry, rows
+
+
 def cache_shape_invariants(cache):
     """`tf.while_loop` shape invariants for growing caches.
 
@@ -143,9 +194,11 @@ class MultiHeadAttention(keras.layers.Layer):
     self-attention projections are fused into one. For incremental decoding,
     cross-attention reuses encoder keys/values projected once by
     `project_memory`, and self-attention keeps a key/value cache that is
-    either fixed-size, written in place at `cache_index` (static shapes, for
-    XLA), or growing, the step appended (without XLA it copies only the
-    positions decoded so far, not the whole fixed length, at every step). At a
+    fixed-size, written at `cache_index` (static shapes, for XLA); growing,
+    the step appended (without XLA it copies only the positions decoded so
+    far, not the whole fixed length, at every step); or in place, written
+    into its own buffer at `cache_index` and read at `cache_rows` (beam
+    search without XLA: the cache is never copied or reordered). At a
     decoding step (one query position) the per-head products are many tiny
     ones and run as such (see `scaled_dot_product_attention`).
 
@@ -173,10 +226,12 @@ class MultiHeadAttention(keras.layers.Layer):
         use_causal_mask: mask future positions (decoder self-attention).
         cache: self-attention cache from `initial_cache`: dict of "key"
             [B, N, L, H_k] and "value" [B, N, L, H_v] of the positions before
-            the query's.
+            the query's ([B, L, N, H] in place).
         cache_index: int32 scalar, the position of the query in a
-            fixed-size cache (T = 1); None appends the query's keys and
-            values to a growing cache.
+            fixed-size or in-place cache (T = 1); None appends the query's
+            keys and values to a growing cache.
+        cache_rows: with an in-place cache, the rows [B, N, S] the query
+            attends, of `in_place_cache_rows`.
         return_attention_weights: also return the float32 weights
             [B, N, T, S].
         training: enables dropout.
@@ -340,7 +395,9 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         return {"key": key, "value": value}
 
-    def initial_cache(self, batch_size, max_length=None, dtype="float32"):
+    def initial_cache(
+        self, batch_size, max_length=None, dtype="float32", in_place=False
+    ):
         """An empty self-attention cache.
 
         Args:
@@ -349,10 +406,35 @@ class MultiHeadAttention(keras.layers.Layer):
                 write at `cache_index`; None for a growing cache (L = 0
                 at first, call without `cache_index`).
             dtype: the compute dtype.
+            in_place: with `max_length`, a cache that calls write in place
+                at `cache_index` and read at `cache_rows`: for one
+                `tf.while_loop` that passes it from step to step and
+                nothing else (a write modifies the buffer).
 
         Returns:
-            dict of "key" [B, N, L, H_k] and "value" [B, N, L, H_v] zeros.
+            dict of "key" [B, N, L, H_k] and "value" [B, N, L, H_v] zeros;
+            in place, [B, L, N, H_k] and [B, L, N, H_v], uninitialised
+            (positions are read only once written).
+
+        Raises:
+            ValueError: if `in_place` is asked without `max_length`.
         """
+        if in_place:
+            if max_length is None:
+                raise ValueError(
+                    "An in-place cache needs `max_length`, the positions it "
+                    "holds. Pass the decoding loop's length."
+                )
+            # `Empty` is never merged with another op by Grappler (unlike
+            # zeros), so every cache owns its buffer; uninitialised, its
+            # pages are touched only as steps write them.
+            return {
+                name: tf.raw_ops.Empty(
+                    shape=tf.stack([batch_size, max_length, self.num_heads, width]),
+                    dtype=tf.as_dtype(dtype),
+                )
+                for name, width in (("key", self.key_dim), ("value", self.value_dim))
+            }
         shape = (batch_size, self.num_heads, 0 if max_length is None else max_length)
         return {
             "key": ops.zeros((*shape, self.key_dim), dtype=dtype),
@@ -367,6 +449,7 @@ class MultiHeadAttention(keras.layers.Layer):
         use_causal_mask=False,
         cache=None,
         cache_index=None,
+        cache_rows=None,
         return_attention_weights=False,
         training=None,
         decoding_weights=None,
@@ -392,7 +475,17 @@ class MultiHeadAttention(keras.layers.Layer):
                 training,
                 fused,
             )
-            if cache is not None and cache_index is None:
+            if cache_rows is not None:
+                new_cache = {
+                    "key": _write_in_place(cache["key"], key, cache_index),
+                    "value": _write_in_place(cache["value"], value, cache_index),
+                }
+                # The rows hold the query's own position and its ancestors'
+                # (T = 1): nothing to mask.
+                key = _read_rows(new_cache["key"], cache_rows)
+                value = _read_rows(new_cache["value"], cache_rows)
+                use_causal_mask = False
+            elif cache is not None and cache_index is None:
                 query_start = ops.shape(cache["key"])[2]
                 key = ops.concatenate([cache["key"], key], axis=2)
                 value = ops.concatenate([cache["value"], value], axis=2)

@@ -27,7 +27,10 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
         self_attention_cache: dict "key"/"value" [B, N, L, H] of
             `self_attention.initial_cache`, for incremental decoding.
         cache_index: int32 scalar position of the step being decoded
-            (T = 1) in a fixed-size cache; None for a growing cache.
+            (T = 1) in a fixed-size or in-place cache; None for a growing
+            cache.
+        cache_rows: the rows an in-place cache is read at (see
+            `MultiHeadAttention`).
         cross_attention_cache: the encoder keys/values of
             `cross_attention.project_memory(memory)`, computed once.
         decoding_weights: `decoding_weights()`, computed once per decoding
@@ -74,6 +77,7 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
         memory_mask=None,
         self_attention_cache=None,
         cache_index=None,
+        cache_rows=None,
         cross_attention_cache=None,
         decoding_weights=None,
         return_attention_weights=False,
@@ -86,6 +90,7 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
             use_causal_mask=True,
             cache=self_attention_cache,
             cache_index=cache_index,
+            cache_rows=cache_rows,
             return_attention_weights=return_attention_weights,
             training=training,
             decoding_weights=weights_of("self_attention"),

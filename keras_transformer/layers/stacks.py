@@ -146,7 +146,9 @@ class TransformerDecoder(_Stack):
         self_attention_cache: list of N per-layer caches (see
             `initial_cache`), for incremental decoding.
         cache_index: int32 scalar, the position of the step (T = 1) in
-            fixed-size caches; None for growing caches.
+            fixed-size or in-place caches; None for growing caches.
+        cache_rows: the rows in-place caches are read at, shared by the
+            layers (see `MultiHeadAttention`).
         cross_attention_cache: list of N per-layer projected encoder
             keys/values (see `project_memory`).
         decoding_weights: list of N per-layer weights laid out for decoding
@@ -181,11 +183,14 @@ class TransformerDecoder(_Stack):
         once per decoding call."""
         return [layer.decoding_weights() for layer in self.sublayers]
 
-    def initial_cache(self, batch_size, max_length=None, dtype="float32"):
+    def initial_cache(
+        self, batch_size, max_length=None, dtype="float32", in_place=False
+    ):
         """Per-layer empty self-attention caches: fixed-size ones of
-        `max_length` positions, or growing ones when it is None."""
+        `max_length` positions (in place with `in_place`), or growing ones
+        when it is None."""
         return [
-            layer.self_attention.initial_cache(batch_size, max_length, dtype)
+            layer.self_attention.initial_cache(batch_size, max_length, dtype, in_place)
             for layer in self.sublayers
         ]
 
@@ -196,6 +201,7 @@ class TransformerDecoder(_Stack):
         memory_mask=None,
         self_attention_cache=None,
         cache_index=None,
+        cache_rows=None,
         cross_attention_cache=None,
         decoding_weights=None,
         return_attention_weights=False,
@@ -214,6 +220,7 @@ class TransformerDecoder(_Stack):
                     else self_attention_cache[index]
                 ),
                 cache_index=cache_index,
+                cache_rows=cache_rows,
                 cross_attention_cache=(
                     None
                     if cross_attention_cache is None

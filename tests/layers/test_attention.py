@@ -101,6 +101,63 @@ class MultiHeadAttentionTest(TestCase):
         self.assertEqual(cache["value"].shape, (2, 4, 5, 6))
         self.assertAllClose(np.concatenate(steps, 1), full, atol=1e-5)
 
+    def test_in_place_cache_follows_its_ancestry(self):
+        # Beam search: rows continue other rows' hypotheses. The growing
+        # cache is gathered; the in-place one stays put and only its
+        # ancestry is. Same outputs, and the in-place cache keeps its shape.
+        layer = self.make_layer()
+        x = np.random.default_rng(10).normal(size=(5, 3, 1, 12)).astype("float32")
+        parents = [[0, 0, 1], [2, 0, 0], [1, 1, 2], [0, 2, 1]]
+        growing = layer.initial_cache(3)
+        in_place = layer.initial_cache(3, 5, in_place=True)
+        self.assertEqual(in_place["key"].shape, (3, 5, 4, 8))
+        ancestry = tf.zeros([3, 5], tf.int32)
+        for t in range(5):
+            expected, growing = layer(x[t], cache=growing)
+            ancestry, rows = layers.in_place_cache_rows(ancestry, t, 4)
+            self.assertEqual(rows.shape, (3, 4, t + 1))
+            outputs, in_place = layer(
+                x[t], cache=in_place, cache_index=t, cache_rows=rows
+            )
+            self.assertAllClose(outputs, expected, atol=1e-5)
+            if t < len(parents):
+                growing = tf.nest.map_structure(
+                    lambda c, t=t: tf.gather(c, parents[t]), growing
+                )
+                ancestry = tf.gather(ancestry, parents[t])
+        self.assertEqual(in_place["value"].shape, (3, 5, 4, 6))
+
+    def test_in_place_caches_own_their_buffers(self):
+        # Grappler merges identical ops (two zero caches would share one
+        # buffer, and writing one would write the other); `Empty` is never
+        # merged. The writes and reads below interleave in this order.
+        layer = self.make_layer()
+        x = np.random.default_rng(11).normal(size=(3, 2, 1, 12)).astype("float32")
+
+        @tf.function
+        def steps(first_step, other, second_step):
+            first = layer.initial_cache(2, 2, in_place=True)
+            second = layer.initial_cache(2, 2, in_place=True)
+            ancestry, rows = layers.in_place_cache_rows(
+                tf.zeros([2, 2], tf.int32), 0, 4
+            )
+            out, first = layer(first_step, cache=first, cache_index=0, cache_rows=rows)
+            with tf.control_dependencies([out]):
+                other = tf.identity(other)
+            out, second = layer(other, cache=second, cache_index=0, cache_rows=rows)
+            with tf.control_dependencies([out]):
+                second_step = tf.identity(second_step)
+            _, rows = layers.in_place_cache_rows(ancestry, 1, 4)
+            out, _ = layer(second_step, cache=first, cache_index=1, cache_rows=rows)
+            return out
+
+        expected = layer(np.concatenate([x[0], x[2]], 1), use_causal_mask=True)
+        self.assertAllClose(steps(*x), expected[:, 1:], atol=1e-5)
+
+    def test_in_place_cache_needs_its_length(self):
+        with self.assertRaisesRegex(ValueError, "needs `max_length`"):
+            self.make_layer().initial_cache(2, in_place=True)
+
     def test_cross_attention_cache_equals_memory_pass(self):
         layer = self.make_layer()
         rng = np.random.default_rng(5)
