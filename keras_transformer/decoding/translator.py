@@ -337,8 +337,8 @@ class Translator(tf.Module):
 
         Args:
             fixed_size: self-attention caches of `cache_length` positions
-                written in place (static shapes, for XLA) rather than
-                growing ones.
+                that every step gathers (static shapes, for XLA) rather
+                than in-place ones (see `transformer_beam_search`).
 
         Returns:
             (ids int32 [B, N, cache_length], scores [B, N], lengths [B, N]).
