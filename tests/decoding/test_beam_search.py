@@ -88,6 +88,34 @@ class PrefixTable:
         )
         return logits, {"history": history}
 
+    def in_place_inputs(self, beam_size):
+        """`inputs` for `in_place_logits_fn`, made for the B * K hypotheses
+        (`tile_state=False`)."""
+        ids, _, static = self.inputs()
+        zeros = tf.zeros([self.batch_size * beam_size, self.max_length], tf.int32)
+        return ids, {"tokens": zeros, "ancestry": zeros}, static
+
+    def in_place_logits_fn(self, ids, step, state, static):
+        """`logits_fn` as in-place decoder caches work: each step's tokens
+        stay in the slot (row) that wrote them, and a hypothesis reads its
+        history through its ancestry, the slot of each earlier position."""
+        slots = tf.range(tf.shape(ids)[0])[:, None]
+        column = tf.one_hot(step, self.max_length, on_value=True, off_value=False)
+        tokens = tf.where(column, ids[:, None], state["tokens"])
+        ancestry = tf.where(column, slots, state["ancestry"])
+        positions = tf.broadcast_to(tf.range(self.max_length), tf.shape(ancestry))
+        history = tf.gather_nd(tokens, tf.stack([ancestry, positions], axis=-1))
+        earlier = tf.range(self.max_length) < step
+        logits, _ = self.logits_fn(
+            ids, step, {"history": tf.where(earlier, history, 0)}, static
+        )
+        return logits, {"tokens": tokens, "ancestry": ancestry}
+
+    @staticmethod
+    def reorder_ancestry(state, rows):
+        """`reorder_state` for `in_place_logits_fn`: the tokens stay."""
+        return dict(state, ancestry=tf.gather(state["ancestry"], rows))
+
     def exhaustive(self, sentence, limit, alpha, num_return):
         """Top hypotheses over every sequence that ends (EOS or limit)."""
         ended = []
@@ -289,6 +317,30 @@ class BeamSearchTest(TestCase):
             result.scores[0],
             np.log([0.4 * 0.99**3, 0.5 * 0.6**3]) / penalty(4, 0.6),
         )
+
+    @parameterized.parameters(1, 2, 3)
+    def test_state_reordered_by_its_own_function(self, seed):
+        # In-place caches: only their ancestry follows the hypotheses
+        # (`reorder_state`), and they are made for the B * K hypotheses
+        # (`tile_state=False`). Gathering the tokens too (these seeds
+        # reorder beams enough to tell), or tiling them again, would give
+        # other results or fail.
+        model = PrefixTable(3, 5, seed, eos_bias=-2.0)
+        limits = [5, 5, 4]
+        expected = self.search(model, limits, beam_size=3, num_return=2)
+        result = beam_search(
+            model.in_place_logits_fn,
+            *model.in_place_inputs(3),
+            vocab_size=model.vocab_size,
+            beam_size=3,
+            max_decode_length=limits,
+            num_return=2,
+            reorder_state=PrefixTable.reorder_ancestry,
+            tile_state=False,
+        )
+        self.assertAllEqual(result.ids, expected.ids)
+        self.assertAllEqual(result.lengths, expected.lengths)
+        self.assertAllClose(result.scores, expected.scores)
 
     def test_limit_zero_returns_empty_hypotheses(self):
         model = PrefixTable(2, max_length=3, seed=5)
