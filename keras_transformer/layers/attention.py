@@ -90,10 +90,10 @@ def _write_in_place(cache, step, index):
     """The cache [B, L, N, H] of `initial_cache(in_place=True)` with `step`
     [B, N, 1, H] written at position `index`, in the cache's own buffer.
 
-    `InplaceUpdate` modifies its input (~20 us a step at any length, where
-    appending copies every position decoded so far). That is safe because
-    each in-place cache is its own `Empty` buffer, read only through this
-    function's output.
+    `InplaceUpdate` modifies its input: a step writes only its own rows,
+    at any length, where appending copies every position decoded so far.
+    That is safe because each in-place cache is its own `Empty` buffer,
+    read only through this function's output.
     """
     batch, length = tf.shape(cache)[0], tf.shape(cache)[1]
     width = cache.shape[2] * cache.shape[3]
