@@ -1,12 +1,22 @@
-r"""Our harness rows against the peers, run by run; JSON lines.
+r"""Our harness rows against the peers, run by run and round by round; JSON
+lines.
 
   python benchmarks/peer_ratios.py benchmarks/results/peers-20261123-*.jsonl
 
 Timings on the shared machines drift between runs, so each of our rows is
 divided by the peers' rows of the same run: the fastest peer row of the
-workload (any variant, XLA included), CTranslate2 and TF Model Garden.
+workload (any variant, XLA included), CTranslate2 and TF Model Garden. A run
+of `ROUNDS=N benchmarks/run_peers.sh` holds each row N times; the k-th row of
+ours is divided by the k-th rows of the peers (a round's rows run minutes
+apart at most).
+
+The harness probes the machine's FMA peak before and after every row. A
+ratio is also listed under `clean_...` when both rows' probes stayed within
+`DRIFT_TOLERANCE` of the run's highest probe: the machine ran at its usual
+speed for both.
+
 Prints one line per row of ours with its median over the runs and the
-per-run ratios (the README's performance table).
+ratios (the README's performance table).
 """
 
 import json
@@ -14,34 +24,63 @@ import statistics
 import sys
 
 OURS = "keras-transformer"
+# Probes below this fraction of a run's highest mark a drifted row.
+DRIFT_TOLERANCE = 0.95
 
 
 def read_run(path):
-    """{(peer, variant, config, workload): (throughput, peak RSS MiB)} of
-    the successful rows of one harness output file."""
-    rows = {}
+    """The rounds of one harness output file: a list of {(peer, variant,
+    config, workload): (throughput, peak RSS MiB, lowest probe GFLOP/s or
+    None)}, one dict per round of each (config, workload), in file order.
+
+    A round of a workload ends where one of its plan rows (the harness's
+    runner tag) comes again; failed rows count, so they do not shift the
+    pairs.
+    """
+    rounds = []
+    current = {}  # (config, workload) -> (tags seen, the round being read)
     with open(path) as lines:
         for line in lines:
             row = json.loads(line)
-            if row.get("status") != "ok" or "config" not in row:
-                continue  # Failed rows and the machine probe.
-            variant = row.get("runner", {}).get("args") or "-"
+            if "config" not in row or "workload" not in row:
+                continue  # The runner's summary.
+            runner = row.get("runner", {})
+            group = (row["config"], row["workload"])
+            tag = runner.get("tag") or (row["peer"], runner.get("args"))
+            if group not in current or tag in current[group][0]:
+                current[group] = (set(), {})
+                rounds.append(current[group][1])
+            current[group][0].add(tag)
             train = row["workload"] == "train"
             speed_key = "tgt_tokens_per_s" if train else "sentences_per_s"
-            if row.get(speed_key) is None:
-                continue  # A row that timed nothing (e.g. --help).
-            key = (row["peer"], variant, row["config"], row["workload"])
-            rows[key] = (row[speed_key], row.get("peak_rss_mib"))
-    return rows
+            if row.get("status") != "ok" or row.get(speed_key) is None:
+                continue  # Failed rows, the machine probe, rows timing nothing.
+            probes = [p for p in runner.get("probe_gflops") or [] if p is not None]
+            key = (row["peer"], runner.get("args") or "-", *group)
+            current[group][1][key] = (
+                row[speed_key],
+                row.get("peak_rss_mib"),
+                min(probes, default=None),
+            )
+    return [this_round for this_round in rounds if this_round]
+
+
+def _clean(first, second, best_probe):
+    """Whether two rows both ran with the machine at its usual speed."""
+    probes = (first[2], second[2])
+    return None not in probes and min(probes) >= DRIFT_TOLERANCE * best_probe
 
 
 def compare(runs):
-    """One dict per row of ours, with its per-run ratios to the peers."""
-    ours = sorted({key for run in runs for key in run if key[0] == OURS})
+    """One dict per row of ours, with its ratios to the peers, run by run
+    and round by round."""
+    ours = sorted(
+        {key for run in runs for rounds in run for key in rounds if key[0] == OURS}
+    )
     for key in ours:
         _, variant, config, workload = key
-        present = [run for run in runs if key in run]
-        speeds = [run[key][0] for run in present]
+        present = [rounds[key] for run in runs for rounds in run if key in rounds]
+        speeds = [row[0] for row in present]
         result = {
             "config": config,
             "workload": workload,
@@ -50,32 +89,46 @@ def compare(runs):
             "min": min(speeds),
             "max": max(speeds),
             "unit": "target tokens/s" if workload == "train" else "sentences/s",
-            "peak_rss_mib": round(statistics.median(run[key][1] for run in present)),
+            "peak_rss_mib": round(statistics.median(row[1] for row in present)),
             "vs_best_peer": [],
             "best_peer": [],
             "vs_ctranslate2": [],
             "vs_model_garden": [],
+            "clean_vs_best_peer": [],
+            "clean_vs_ctranslate2": [],
+            "clean_vs_model_garden": [],
         }
         leanest = []
-        for run in present:
-            peers = {
-                other: value
-                for other, value in run.items()
-                if other[0] != OURS and other[2:] == (config, workload)
-            }
-            if not peers:
-                continue
-            best = max(peers, key=lambda other: peers[other][0])
-            result["vs_best_peer"].append(round(run[key][0] / peers[best][0], 2))
-            result["best_peer"].append(f"{best[0]} {best[1]} {peers[best][0]}")
-            for name, ratios in (
-                ("ctranslate2", result["vs_ctranslate2"]),
-                ("tf-model-garden", result["vs_model_garden"]),
-            ):
-                for other, value in peers.items():
-                    if other[0] == name and other[1] == "-":
-                        ratios.append(round(run[key][0] / value[0], 2))
-            leanest.append(min(value[1] for value in peers.values()))
+        for run in runs:
+            probes = [row[2] for rounds in run for row in rounds.values() if row[2]]
+            best_probe = max(probes, default=None)
+            for this_round in run:
+                if key not in this_round:
+                    continue
+                row = this_round[key]
+                peers = {
+                    other: value
+                    for other, value in this_round.items()
+                    if other[0] != OURS and other[2:] == (config, workload)
+                }
+                if not peers:
+                    continue
+                compared = [("best_peer", max(peers, key=lambda o: peers[o][0]))]
+                result["best_peer"].append(
+                    f"{compared[0][1][0]} {compared[0][1][1]} {peers[compared[0][1]][0]}"
+                )
+                for name, label in (
+                    ("ctranslate2", "ctranslate2"),
+                    ("tf-model-garden", "model_garden"),
+                ):
+                    if (name, "-", config, workload) in peers:
+                        compared.append((label, (name, "-", config, workload)))
+                for label, other in compared:
+                    ratio = round(row[0] / peers[other][0], 2)
+                    result[f"vs_{label}"].append(ratio)
+                    if best_probe and _clean(row, peers[other], best_probe):
+                        result[f"clean_vs_{label}"].append(ratio)
+                leanest.append(min(value[1] for value in peers.values()))
         result["leanest_peer_rss_mib"] = (
             round(statistics.median(leanest)) if leanest else None
         )

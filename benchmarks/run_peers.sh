@@ -16,22 +16,36 @@
 # plan's order, ours last), so that the rows a ratio compares run minutes
 # apart, not up to 20: this VM's speed drifts within a run, and with the
 # plan's order (ORDER=plan) our rows all ran at its end.
+#
+# ROUNDS=N (default 1) runs each group's rows N times in a row (with
+# ORDER=plan, the whole plan N times): one run then holds N pairs of every
+# ratio, each pair minutes apart at most; benchmarks/peer_ratios.py pairs
+# the rows round by round.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 harness=$(cd "${1:-$here/../../shared/bench}" && pwd)
 python=${PYTHON:-python3}
 
+rounds=${ROUNDS:-1}
+if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
+  echo "ROUNDS must be a positive whole number of rounds, not '$rounds'" >&2
+  exit 2
+fi
 plan=$(mktemp)
 trap 'rm -f "$plan"' EXIT
 case ${ORDER:-grouped} in
-  plan) cat "$harness/plan.txt" "$here/peer_plan.txt" > "$plan" ;;
+  plan)
+    for ((round = 0; round < rounds; round++)); do
+      cat "$harness/plan.txt" "$here/peer_plan.txt"
+    done > "$plan" ;;
   grouped)
     # Stable: groups by (config, workload) in order of first appearance.
-    cat "$harness/plan.txt" "$here/peer_plan.txt" | awk '
+    cat "$harness/plan.txt" "$here/peer_plan.txt" | awk -v rounds="$rounds" '
       /^[[:space:]]*(#|$)/ { next }
       { key = $4 " " $5; if (!(key in rows)) order[++groups] = key
         rows[key] = rows[key] $0 "\n" }
-      END { for (i = 1; i <= groups; i++) printf "%s", rows[order[i]] }' > "$plan" ;;
+      END { for (i = 1; i <= groups; i++)
+              for (round = 0; round < rounds; round++) printf "%s", rows[order[i]] }' > "$plan" ;;
   *) echo "ORDER must be grouped or plan, not '$ORDER'" >&2; exit 2 ;;
 esac
 export VENV_ours=${VENV_ours:-$("$python" -c 'import sys; print(sys.prefix)')}

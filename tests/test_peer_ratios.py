@@ -11,7 +11,7 @@ SCRIPT = os.path.join(
 )
 
 
-def row(peer, speed, rss, args="", status="ok", workload="decode"):
+def row(peer, speed, rss, args="", status="ok", workload="decode", probes=None):
     speed_key = "tgt_tokens_per_s" if workload == "train" else "sentences_per_s"
     return {
         "peer": peer,
@@ -20,8 +20,26 @@ def row(peer, speed, rss, args="", status="ok", workload="decode"):
         "status": status,
         speed_key: speed,
         "peak_rss_mib": rss,
-        "runner": {"args": args},
+        # The harness's tag of the plan row (its error lines have it too).
+        "runner": {
+            "tag": f"{peer}-{workload}{args}",
+            "args": args,
+            "probe_gflops": probes or [],
+        },
     }
+
+
+def ratios(tmp_path, runs):
+    """peer_ratios.py's results on harness output files of `runs`."""
+    paths = []
+    for index, rows in enumerate(runs):
+        paths.append(str(tmp_path / f"run{index}.jsonl"))
+        with open(paths[-1], "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in rows)
+    output = subprocess.run(
+        [sys.executable, SCRIPT, *paths], check=True, capture_output=True, text=True
+    ).stdout
+    return [json.loads(line) for line in output.splitlines()]
 
 
 def test_ratios_are_taken_within_each_run(tmp_path):
@@ -40,16 +58,7 @@ def test_ratios_are_taken_within_each_run(tmp_path):
             row("tf-model-garden", 8.0, 1400, "--xla"),  # fastest, a variant
         ],
     ]
-    paths = []
-    for index, rows in enumerate(runs):
-        paths.append(str(tmp_path / f"run{index}.jsonl"))
-        with open(paths[-1], "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in rows)
-
-    output = subprocess.run(
-        [sys.executable, SCRIPT, *paths], check=True, capture_output=True, text=True
-    ).stdout
-    (result,) = [json.loads(line) for line in output.splitlines()]
+    (result,) = ratios(tmp_path, runs)
 
     assert (result["config"], result["workload"]) == ("base", "decode")
     assert result["variant"] == "--saved_model"
@@ -60,3 +69,39 @@ def test_ratios_are_taken_within_each_run(tmp_path):
     assert result["vs_model_garden"] == [3.0]  # Its stock row only.
     assert result["peak_rss_mib"] == 1500
     assert result["leanest_peer_rss_mib"] == 550  # The median of 500 and 600.
+    assert result["clean_vs_best_peer"] == []  # No probes: drift unknown.
+
+
+def test_rounds_of_one_run_pair_in_order_and_drifted_pairs_are_marked(tmp_path):
+    fast, slow = [200.0, 201.0], [200.0, 150.0]  # FMA probes before and after
+    run = [
+        # Round 1: the machine ran at its usual speed for every row.
+        row("tf-model-garden", 2.0, 1500, probes=fast),
+        row("ctranslate2", 8.0, 500, probes=fast),
+        row("keras-transformer", 10.0, 1400, "--saved_model", probes=fast),
+        # Round 2: Model Garden failed, CTranslate2's row drifted (a probe
+        # 25 % low).
+        {**row("tf-model-garden", None, None, status="error"), "peer": "mg/b.py"},
+        row("ctranslate2", 6.0, 700, probes=slow),
+        row("keras-transformer", 9.0, 1400, "--saved_model", probes=[192.0, 199.0]),
+        # Round 3.
+        row("tf-model-garden", 2.5, 1500, probes=fast),
+        row("ctranslate2", 9.0, 500, probes=fast),
+        row("keras-transformer", 12.0, 1600, "--saved_model", probes=fast),
+    ]
+    (result,) = ratios(tmp_path, [run])
+
+    assert (result["median"], result["min"], result["max"]) == (10.0, 9.0, 12.0)
+    assert result["vs_best_peer"] == [1.25, 1.5, 1.33]  # 10/8, 9/6, 12/9
+    assert result["best_peer"] == [
+        "ctranslate2 - 8.0",
+        "ctranslate2 - 6.0",
+        "ctranslate2 - 9.0",
+    ]
+    assert result["vs_ctranslate2"] == [1.25, 1.5, 1.33]
+    # Rounds 1 and 3: the failed row does not shift the pairs.
+    assert result["vs_model_garden"] == [5.0, 4.8]
+    # 192 is within 5 % of the run's best probe (201); 150 is not.
+    assert result["clean_vs_ctranslate2"] == [1.25, 1.33]
+    assert result["clean_vs_model_garden"] == [5.0, 4.8]
+    assert result["leanest_peer_rss_mib"] == 500  # The median of 500, 700, 500.

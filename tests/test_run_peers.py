@@ -4,6 +4,8 @@ workload, handed to the harness's runner."""
 import os
 import subprocess
 
+import pytest
+
 SCRIPT = os.path.join(
     os.path.dirname(os.path.dirname(__file__)), "benchmarks", "run_peers.sh"
 )
@@ -17,7 +19,7 @@ full  mg     b_peer.py      base   train   --xla
 """
 
 
-def run_peers(tmp_path, order=None, installed=True):
+def run_peers(tmp_path, order=None, installed=True, rounds=None):
     """Runs the script against a fake harness whose runner copies the plan
     it is given, with a fake environment for our rows whose Python imports
     keras_transformer or not; returns (completed process, that plan's rows)."""
@@ -32,9 +34,10 @@ def run_peers(tmp_path, order=None, installed=True):
     env = dict(
         os.environ, PLAN_COPY=str(tmp_path / "plan"), VENV_ours=str(tmp_path / "venv")
     )
-    env.pop("ORDER", None)
-    if order is not None:
-        env["ORDER"] = order
+    for name, value in (("ORDER", order), ("ROUNDS", rounds)):
+        env.pop(name, None)
+        if value is not None:
+            env[name] = value
     done = subprocess.run(
         ["bash", SCRIPT, str(harness)], env=env, capture_output=True, text=True
     )
@@ -85,6 +88,34 @@ def test_plan_order_appends_ours(tmp_path):
         if line[0] != "#"
     ]
     assert all(row.startswith("ours ") for row in rows[5:])
+
+
+def test_rounds_repeat_each_group_in_a_row(tmp_path):
+    _, once = run_peers(tmp_path / "once")
+    done, rows = run_peers(tmp_path / "thrice", rounds="3")
+    assert done.returncode == 0, done.stderr
+    groups = [tuple(row.split()[2:4]) for row in once]
+    expected = []
+    for group in sorted(set(groups), key=groups.index):
+        expected += 3 * [row for row, g in zip(once, groups) if g == group]
+    assert rows == expected
+
+
+def test_rounds_repeat_the_whole_plan_in_plan_order(tmp_path):
+    _, once = run_peers(tmp_path / "once", order="plan")
+    done, rows = run_peers(tmp_path / "twice", order="plan", rounds="2")
+    assert done.returncode == 0, done.stderr
+    assert rows == once + once
+
+
+@pytest.mark.parametrize("rounds", ["0", "two", "-1", "1.5"])
+def test_rounds_that_are_not_a_count_are_refused(tmp_path, rounds):
+    done, _ = run_peers(tmp_path, rounds=rounds)
+    assert done.returncode == 2
+    assert f"ROUNDS must be a positive whole number of rounds, not '{rounds}'" in (
+        done.stderr
+    )
+    assert not os.path.lexists(link(tmp_path))
 
 
 def test_unknown_order_is_refused(tmp_path):
