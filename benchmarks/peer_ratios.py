@@ -13,7 +13,9 @@ apart at most).
 The harness probes the machine's FMA peak before and after every row. A
 ratio is also listed under `clean_...` when both rows' probes stayed within
 `DRIFT_TOLERANCE` of the run's highest probe: the machine ran at its usual
-speed for both.
+speed for both. The probes do not see a disturbance in the middle of a row,
+so with several rounds a row must also reach `STEADY_TOLERANCE` of its own
+best round in the run.
 
 Prints one line per row of ours with its median over the runs and the
 ratios (the README's performance table).
@@ -26,6 +28,9 @@ import sys
 OURS = "keras-transformer"
 # Probes below this fraction of a run's highest mark a drifted row.
 DRIFT_TOLERANCE = 0.95
+# With several rounds, a row slower than this fraction of its best round in
+# the run is marked as disturbed.
+STEADY_TOLERANCE = 0.9
 
 
 def read_run(path):
@@ -65,10 +70,16 @@ def read_run(path):
     return [this_round for this_round in rounds if this_round]
 
 
-def _clean(first, second, best_probe):
-    """Whether two rows both ran with the machine at its usual speed."""
-    probes = (first[2], second[2])
-    return None not in probes and min(probes) >= DRIFT_TOLERANCE * best_probe
+def _clean(rows, best_probe, best_speeds):
+    """Whether rows `{key: (throughput, RSS, probe)}` all ran with the
+    machine at its usual speed: probes near the run's best, and each row
+    near its own best round (`best_speeds`)."""
+    return all(
+        probe is not None
+        and probe >= DRIFT_TOLERANCE * best_probe
+        and speed >= STEADY_TOLERANCE * best_speeds[key]
+        for key, (speed, _, probe) in rows.items()
+    )
 
 
 def compare(runs):
@@ -102,6 +113,10 @@ def compare(runs):
         for run in runs:
             probes = [row[2] for rounds in run for row in rounds.values() if row[2]]
             best_probe = max(probes, default=None)
+            best_speeds = {}
+            for rounds in run:
+                for other, value in rounds.items():
+                    best_speeds[other] = max(best_speeds.get(other, 0), value[0])
             for this_round in run:
                 if key not in this_round:
                     continue
@@ -126,7 +141,8 @@ def compare(runs):
                 for label, other in compared:
                     ratio = round(row[0] / peers[other][0], 2)
                     result[f"vs_{label}"].append(ratio)
-                    if best_probe and _clean(row, peers[other], best_probe):
+                    pair = {key: row, other: peers[other]}
+                    if best_probe and _clean(pair, best_probe, best_speeds):
                         result[f"clean_vs_{label}"].append(ratio)
                 leanest.append(min(value[1] for value in peers.values()))
         result["leanest_peer_rss_mib"] = (
