@@ -82,12 +82,23 @@ def _clean(rows, best_probe, best_speeds):
     )
 
 
+def _bests(run):
+    """(the run's highest probe or None, {key: its row's best round})."""
+    probes = [row[2] for rounds in run for row in rounds.values() if row[2]]
+    best_speeds = {}
+    for rounds in run:
+        for key, (speed, _, _) in rounds.items():
+            best_speeds[key] = max(best_speeds.get(key, 0), speed)
+    return max(probes, default=None), best_speeds
+
+
 def compare(runs):
     """One dict per row of ours, with its ratios to the peers, run by run
     and round by round."""
     ours = sorted(
         {key for run in runs for rounds in run for key in rounds if key[0] == OURS}
     )
+    bests = [_bests(run) for run in runs]
     for key in ours:
         _, variant, config, workload = key
         present = [rounds[key] for run in runs for rounds in run if key in rounds]
@@ -110,13 +121,7 @@ def compare(runs):
             "clean_vs_model_garden": [],
         }
         leanest = []
-        for run in runs:
-            probes = [row[2] for rounds in run for row in rounds.values() if row[2]]
-            best_probe = max(probes, default=None)
-            best_speeds = {}
-            for rounds in run:
-                for other, value in rounds.items():
-                    best_speeds[other] = max(best_speeds.get(other, 0), value[0])
+        for run, (best_probe, best_speeds) in zip(runs, bests):
             for this_round in run:
                 if key not in this_round:
                     continue
@@ -128,10 +133,9 @@ def compare(runs):
                 }
                 if not peers:
                     continue
-                compared = [("best_peer", max(peers, key=lambda o: peers[o][0]))]
-                result["best_peer"].append(
-                    f"{compared[0][1][0]} {compared[0][1][1]} {peers[compared[0][1]][0]}"
-                )
+                best = max(peers, key=lambda other: peers[other][0])
+                result["best_peer"].append(f"{best[0]} {best[1]} {peers[best][0]}")
+                compared = [("best_peer", best)]
                 for name, label in (
                     ("ctranslate2", "ctranslate2"),
                     ("tf-model-garden", "model_garden"),
