@@ -217,7 +217,7 @@ def main(argv):
             jit_compile=FLAGS.jit_compile,
             parallel_searches=FLAGS.parallel_searches,
         )
-    except (ValueError, FileNotFoundError, FileExistsError, TypeError) as error:
+    except (ValueError, OSError, TypeError) as error:
         # User errors: one line, no TensorFlow traceback.
         return fail("export_model.py", error)
     print(f"Exported {path}")

@@ -36,6 +36,8 @@ flags.mark_flags_as_required(["model", "sentence"])
 def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    import tensorflow as tf
+
     from keras_transformer import inference, serving
     from keras_transformer.data.tokenizer import SubwordTokenizer
     from keras_transformer.visualization import attention
@@ -53,7 +55,9 @@ def main(argv):
         maps = attention.attention_maps(model, tokenizer, FLAGS.sentence)
         for output in attention.save_layer_plots(maps, FLAGS.layer, FLAGS.output_dir):
             print(output)
-    except (ValueError, FileNotFoundError, TypeError) as error:
+    except (ValueError, OSError, TypeError, tf.errors.OpError) as error:
+        # User errors: one line, no traceback. The tf.errors come from an
+        # unreadable --vocab (missing, or a directory).
         return fail("plot_attention", error)
     print("Translation:", " ".join(maps.target))
     return 0

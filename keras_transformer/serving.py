@@ -63,11 +63,31 @@ def check_export_path(path: str, overwrite: bool = False) -> None:
 
     Raises:
         FileExistsError: if `path` exists and `overwrite` is False.
+        NotADirectoryError: if a parent of `path` is a file.
+        PermissionError: if the directory it would be created in (a local
+            one) cannot be written.
     """
     if tf.io.gfile.exists(path) and not overwrite:
         raise FileExistsError(
             "The export directory already exists; choose a new "
             "`version` or pass overwrite=True (--overwrite). "
+            f"Received: path={path}"
+        )
+    parent = os.path.dirname(os.path.normpath(path))
+    while parent and not tf.io.gfile.exists(parent):
+        parent = os.path.dirname(parent)
+    if not parent:
+        return
+    if not tf.io.gfile.isdir(parent):
+        raise NotADirectoryError(
+            f"{parent} is a file, so the export directory cannot be created "
+            "under it; pass a directory as the export base (--export_dir). "
+            f"Received: path={path}"
+        )
+    if "://" not in parent and not os.access(parent, os.W_OK | os.X_OK):
+        raise PermissionError(
+            f"{parent} cannot be written, so the export directory cannot be "
+            "created in it; pass a writable export base (--export_dir). "
             f"Received: path={path}"
         )
 

@@ -5,7 +5,9 @@ r"""Translates sentences for people: arguments, a file or stdin -> stdout.
   cat news.en | python -m keras_transformer.translate --model=/models/t/1
 
 `--model` is a training directory, a `.keras` checkpoint or a SavedModel.
-One translation per line; files show a progress bar on stderr.
+One translation per line; files show a progress bar on stderr. Sentences
+cut to the model's input limit, and translations that stopped at their
+length limit, are named in a warning on stderr.
 """
 
 import sys
@@ -13,7 +15,7 @@ import sys
 from absl import app, flags
 
 from keras_transformer.commands import define_threads_flag, fail, progress_printer
-from keras_transformer.data.text_files import read_lines
+from keras_transformer.data.text_files import read_lines, split_lines
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
@@ -41,11 +43,18 @@ def main(argv):
         # Before TensorFlow's first op: the setting is fixed once it starts.
         inference.set_decoding_threads(FLAGS.model, FLAGS.intra_op_threads)
         if len(argv) > 1:
-            sentences, on_batch = argv[1:], None
+            if FLAGS.input:
+                raise ValueError(
+                    "Pass sentences as arguments or --input, not both. "
+                    f"Received: input={FLAGS.input}, arguments={argv[1:]}"
+                )
+            sentences, on_batch = _arguments(argv[1:]), None
         elif FLAGS.input:
             sentences, on_batch = read_lines(FLAGS.input), progress_printer()
         else:
-            sentences, on_batch = sys.stdin.read().splitlines(), None
+            # Bytes, split as --input files are (on "\n" only, checked UTF-8).
+            sentences = split_lines(sys.stdin.buffer.read(), "standard input")
+            on_batch = None
         translator = inference.load_translator(FLAGS.model, FLAGS.vocab)
     except (ValueError, OSError, TypeError, tf.errors.OpError) as error:
         # User errors: one line, no traceback. The tf.errors come from an
@@ -54,6 +63,21 @@ def main(argv):
     for line in translator.translate(sentences, FLAGS.batch_size, on_batch):
         print(line)
     return 0
+
+
+def _arguments(arguments):
+    """The sentence arguments, checked: Python keeps bytes that are not
+    UTF-8 as lone surrogates, which TensorFlow cannot take."""
+    for number, argument in enumerate(arguments, start=1):
+        try:
+            argument.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(
+                f"Argument {number} is not valid UTF-8; convert it (e.g. "
+                f"`iconv -f LATIN1 -t UTF-8`). Received: argument {number}="
+                f"{argument.encode('utf-8', 'backslashreplace').decode()}"
+            ) from None
+    return arguments
 
 
 if __name__ == "__main__":

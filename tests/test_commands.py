@@ -107,6 +107,57 @@ class CommandsTest(TestCase):
         self.assertEqual(by_argument.stdout, by_stdin.stdout)
         self.assertLen(by_argument.stdout.splitlines(), 2)
 
+    def test_stdin_is_read_as_input_files_are(self):
+        # Lines split on "\n" only: a U+2028 or a form feed inside a line
+        # must not add lines (and shift every later translation).
+        text = "The cat\u2028sleeps.\nI like\x0cgreen tea.\nHi.\n"
+        path = fixtures.write(os.path.join(self.folder, "odd.en"), text)
+        by_file = run("translate", f"--model={self.export}", f"--input={path}")
+        by_stdin = run("translate", f"--model={self.export}", stdin=text)
+        self.assertEqual(by_stdin.returncode, 0, by_stdin.stderr[-2000:])
+        self.assertLen(by_stdin.stdout.splitlines(), 3)
+        self.assertEqual(by_stdin.stdout, by_file.stdout)
+        # Over-long inputs are translated, and named in a warning.
+        long = " ".join(SENTENCES)
+        result = run("translate", f"--model={self.export}", "Hi.", long)
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        self.assertLen(result.stdout.splitlines(), 2)
+        self.assertIn("1 of 2 sentences are longer than the model's", result.stderr)
+        self.assertIn("sentences 2 (1-based)", result.stderr)
+
+    def test_bad_stdin_and_arguments_are_one_line_errors(self):
+        bad_stdin = subprocess.run(
+            [sys.executable, "-m", "keras_transformer.translate"]
+            + [f"--model={self.export}"],
+            check=False,
+            capture_output=True,
+            cwd=ROOT,
+            input=b"Hi.\nHi \xff there\n",
+            timeout=180,
+        )
+        stderr = bad_stdin.stderr.decode()
+        self.assertEqual(bad_stdin.returncode, 1)
+        self.assertIn(
+            "translate: error: invalid UTF-8 in standard input line 2", stderr
+        )
+        self.assertNotIn("Traceback", stderr)
+        bad_argument = subprocess.run(
+            [sys.executable.encode(), b"-m", b"keras_transformer.translate"]
+            + [f"--model={self.export}".encode(), b"Hi.", b"Hi \xff there"],
+            check=False,
+            capture_output=True,
+            cwd=ROOT,
+            timeout=180,
+        )
+        stderr = bad_argument.stderr.decode()
+        self.assertEqual(bad_argument.returncode, 1)
+        self.assertIn("translate: error: Argument 2 is not valid UTF-8", stderr)
+        self.assertNotIn("Traceback", stderr)
+        both = run("translate", f"--model={self.export}", f"--input={self.src}", "Hi.")
+        self.assertEqual(both.returncode, 1)
+        self.assertIn("Pass sentences as arguments or --input, not both.", both.stderr)
+        self.assertNotIn("Traceback", both.stderr)
+
     def test_clear_errors(self):
         missing = run("translate", "--model=/nonexistent/model", "Hi.")
         self.assertEqual(missing.returncode, 1)

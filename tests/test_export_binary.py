@@ -141,6 +141,20 @@ class ExportBinaryTest(TestCase):
                 export_dir=model_dir,
             )
 
+    def test_export_base_that_is_a_file_is_refused_before_loading(self):
+        folder = fixtures.tempdir(self)
+        afile = fixtures.write(os.path.join(folder, "afile"), "x")
+        with self.assertRaisesRegex(
+            NotADirectoryError,
+            re.escape(
+                f"{afile} is a file, so the export directory cannot be created "
+                "under it; pass a directory as the export base (--export_dir). "
+                f"Received: path={os.path.join(afile, 'm', '1')}"
+            ),
+        ):
+            # The checkpoint does not exist: loading it would fail otherwise.
+            export(checkpoints=["missing.keras"], vocab="v.model", export_dir=afile)
+
     def test_missing_model_dir_is_said_not_to_exist(self):
         missing = os.path.join(fixtures.tempdir(self), "run")
         with self.assertRaisesRegex(

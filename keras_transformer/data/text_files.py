@@ -27,7 +27,51 @@ def read_lines(path: str) -> list[str]:
         ValueError: if the file is empty or is not valid UTF-8 (the message
             names the line of the first invalid byte).
     """
-    return [line.strip() for line in _read_text(path).split("\n")]
+    return _lines(_read_text(path))
+
+
+def split_lines(data: bytes, name: str) -> list[str]:
+    """UTF-8 `data` (e.g. standard input) as `read_lines` gives a file's
+    lines, without its emptiness check (no data gives no lines).
+
+    Args:
+        data: the bytes.
+        name: what they are, for the error message (e.g. "standard input").
+
+    Raises:
+        ValueError: if `data` is not valid UTF-8 (the message names the
+            line of the first invalid byte).
+    """
+    text = decode_utf8(data, name, argument="input")
+    return _lines(text) if text else []
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in text.removesuffix("\n").split("\n")]
+
+
+def decode_utf8(data: bytes, name: str, argument: str = "path") -> str:
+    """`data` decoded as UTF-8.
+
+    Args:
+        data: the bytes.
+        name: where they come from, e.g. a path.
+        argument: what `name` is, for the error's `Received: argument=name`.
+
+    Raises:
+        ValueError: if it is not valid UTF-8; the message names `name` and
+            the line of the first invalid byte.
+    """
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data.count(b"\n", 0, error.start) + 1
+        raise ValueError(
+            f"invalid UTF-8 in {name} line {line}: byte "
+            f"{data[error.start : error.start + 1]!r} cannot be decoded. "
+            "Convert the text to UTF-8 (e.g. `iconv -f LATIN1 -t UTF-8`). "
+            f"Received: {argument}={name}, line={line}"
+        ) from None
 
 
 def _read_text(path: str) -> str:
@@ -45,17 +89,7 @@ def _read_text(path: str) -> str:
             f"Text corpus file {path} is empty. A corpus file needs one "
             f"sentence per line. Received: path={path}"
         )
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise ValueError(
-            f"invalid UTF-8 in {path} line {line}: byte "
-            f"{data[error.start : error.start + 1]!r} cannot be decoded. "
-            "Convert the file to UTF-8 (e.g. `iconv -f LATIN1 -t UTF-8`). "
-            f"Received: path={path}, line={line}"
-        ) from None
-    return text.removesuffix("\n")
+    return decode_utf8(data, path).removesuffix("\n")
 
 
 def read_parallel_files(

@@ -4,7 +4,10 @@ Shape legend: B batch, S source length, L output length, N hypotheses
 returned, K beam.
 """
 
+import math
+
 import tensorflow as tf
+from absl import logging
 
 from keras_transformer.decoding.beam_search import (
     BeamSearchResult,
@@ -28,6 +31,17 @@ _LENGTH_BUCKET = 16
 
 _STRINGS = tf.TensorSpec([None], tf.string, name="inputs")
 _IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
+
+
+# Outputs of the string signatures with one entry per hypothesis.
+_PER_HYPOTHESIS = ("outputs", "scores", "reached_length_limit")
+
+
+def _without_eos(ids, lengths):
+    """bool [B, N]: the hypotheses of `ids` [B, N, L] whose last token (at
+    `lengths` - 1) is not EOS, i.e. that stopped at their length limit."""
+    last = tf.gather(ids, tf.maximum(lengths - 1, 0), batch_dims=2)
+    return (lengths > 0) & (last != EOS_ID)
 
 
 def _check(condition, problem, name, value):
@@ -60,9 +74,14 @@ class Translator(tf.Module):
       `invalid_utf8` is True.
     - A sentence of more than `max_input_length` subword tokens is truncated
       to its first `max_input_length` tokens, and `truncated` is True.
-    - An empty (or all-whitespace) sentence translates to "" with score 0.
+    - A sentence without subword tokens (empty, or only whitespace)
+      translates to "" with score 0.
     - Each hypothesis has at most `min(source tokens + length_offset,
-      max_length)` tokens, EOS included (paper: input length + 50).
+      max_length)` tokens, EOS included (paper: input length + 50); one
+      that reaches that limit before EOS stops there, and
+      `reached_length_limit` is True.
+    - `translate_ids` fails on ids outside [0, vocab_size), naming the
+      first.
 
     Args:
         model: a trained `keras_transformer.Transformer`.
@@ -121,8 +140,11 @@ class Translator(tf.Module):
                 "`beam_size` must be a positive integer. "
                 f"Received: beam_size={beam_size!r}"
             )
-        if alpha < 0:
-            raise ValueError(f"`alpha` must be non-negative. Received: alpha={alpha}")
+        if not math.isfinite(alpha) or alpha < 0:
+            raise ValueError(
+                "`alpha` must be a non-negative number (paper: 0.6). "
+                f"Received: alpha={alpha}"
+            )
         if not isinstance(length_offset, int) or length_offset < 0:
             raise ValueError(
                 "`length_offset` must be a non-negative integer. "
@@ -160,13 +182,14 @@ class Translator(tf.Module):
         Returns:
             dict of `outputs` `tf.string` [B] (the best translation),
             `scores` float32 [B] (log P(Y) / length penalty), and the
-            per-sentence flags `truncated` and `invalid_utf8` bool [B].
+            per-sentence flags `truncated`, `invalid_utf8` and
+            `reached_length_limit` bool [B] (see `_translate_strings`).
         """
         results = self._translate_strings(
             inputs, self.alpha, self.length_offset, num_return=1
         )
-        results["outputs"] = results["outputs"][:, 0]
-        results["scores"] = results["scores"][:, 0]
+        for key in _PER_HYPOTHESIS:
+            results[key] = results[key][:, 0]
         return results
 
     @tf.function(
@@ -189,16 +212,21 @@ class Translator(tf.Module):
             num_hypotheses: N, int32 scalar in [1, beam_size].
 
         Returns:
-            dict of `outputs` `tf.string` [B, N] and `scores` float32
-            [B, N], best first, and the flags `truncated` and
-            `invalid_utf8` bool [B].
+            dict of `outputs` `tf.string` [B, N], `scores` float32 [B, N]
+            and `reached_length_limit` bool [B, N], best first, and the
+            flags `truncated` and `invalid_utf8` bool [B].
 
         Raises:
             InvalidArgumentError: if an option is out of range (the message
                 names it and its value).
         """
         checks = [
-            _check(alpha >= 0.0, "`alpha` must be non-negative.", "alpha", alpha),
+            _check(
+                tf.math.is_finite(alpha) & (alpha >= 0.0),
+                "`alpha` must be a non-negative number.",
+                "alpha",
+                alpha,
+            ),
             _check(
                 length_offset >= 0,
                 "`length_offset` must be non-negative.",
@@ -217,7 +245,7 @@ class Translator(tf.Module):
         results = self._translate_strings(
             inputs, alpha, length_offset, num_return=self.beam_size
         )
-        for key in ("outputs", "scores"):
+        for key in _PER_HYPOTHESIS:
             results[key] = results[key][:, :num_hypotheses]
         return results
 
@@ -232,8 +260,20 @@ class Translator(tf.Module):
         Returns:
             dict of `output_ids` int32 [B, L] (EOS included, 0 after it),
             `scores` float32 [B], `lengths` int32 [B] (tokens, EOS
-            included) and `truncated` bool [B].
+            included), `truncated` bool [B] (the source was cut to
+            `max_length - 1` tokens) and `reached_length_limit` bool [B]
+            (the output has no EOS: it stopped at its length limit).
         """
+        outside = (source_ids < 0) | (source_ids >= self.vocab_size)
+        in_vocab = _check(
+            ~tf.reduce_any(outside),
+            f"`source_ids` must be subword ids in [0, {self.vocab_size}) "
+            "(the vocabulary size); tokenize with the model's vocabulary.",
+            "source_ids",
+            tf.boolean_mask(source_ids, outside),  # The first one shows.
+        )
+        with tf.control_dependencies([in_vocab]):
+            source_ids = tf.identity(source_ids)
         keep = (source_ids != PAD_ID) & (source_ids != EOS_ID)
         pieces = tf.ragged.boolean_mask(source_ids, keep)  # [B, (S)]
         ids, scores, lengths, truncated = self._search(
@@ -244,10 +284,20 @@ class Translator(tf.Module):
             "scores": scores[:, 0],
             "lengths": lengths[:, 0],
             "truncated": truncated,
+            "reached_length_limit": _without_eos(ids, lengths)[:, 0],
         }
 
     def _translate_strings(self, inputs, alpha, length_offset, num_return):
-        """Shared body of the string signatures: [B, N] outputs and flags."""
+        """Shared body of the string signatures: [B, N] outputs and flags.
+
+        Flags: `truncated`, the source was longer than `max_length - 1`
+        subword tokens and its first ones were translated; `invalid_utf8`,
+        the input was decoded with U+FFFD replacements; and per hypothesis
+        `reached_length_limit`, it ended at its length limit (input length
+        + `length_offset`, at most `max_length`) before EOS, so it may be
+        cut short. An input without any subword (empty, or whitespace)
+        translates to "" with score 0.
+        """
         text = tf.strings.unicode_transcode(
             inputs,
             input_encoding="UTF-8",
@@ -256,9 +306,10 @@ class Translator(tf.Module):
             replacement_char=0xFFFD,
         )
         invalid_utf8 = tf.not_equal(text, inputs)
-        empty = tf.equal(tf.strings.length(tf.strings.strip(text)), 0)
         pieces = self.tokenizer.tokenize(text)  # [B, (S)]
-        ids, scores, _, truncated = self._search(
+        # Nothing to translate: no subword, e.g. only (Unicode) whitespace.
+        empty = tf.equal(pieces.row_lengths(), 0)
+        ids, scores, lengths, truncated = self._search(
             pieces, alpha, length_offset, num_return
         )
         batch_size = tf.shape(ids)[0]
@@ -269,6 +320,7 @@ class Translator(tf.Module):
         return {
             "outputs": tf.where(empty[:, None], "", outputs),
             "scores": tf.where(empty[:, None], 0.0, scores),
+            "reached_length_limit": _without_eos(ids, lengths) & ~empty[:, None],
             "truncated": truncated,
             "invalid_utf8": invalid_utf8,
         }
@@ -510,7 +562,10 @@ def translate_texts(translate_fn, sentences, batch_size: int = 32, on_batch=None
     """Translates a list of sentences in batches of similar length.
 
     Sorting by length keeps padding (and the beam's maximum length) small
-    per batch; the translations come back in the input order.
+    per batch; the translations come back in the input order. Sentences
+    that `translate_fn` flags as `truncated` (longer than the model's input
+    limit) or whose translation `reached_length_limit` are named in a
+    logged warning, so that nothing is cut short silently.
 
     Args:
         translate_fn: a function from `tf.string` [B] to a dict with
@@ -530,12 +585,46 @@ def translate_texts(translate_fn, sentences, batch_size: int = 32, on_batch=None
         )
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
     translations = [""] * len(sentences)
+    flagged = {flag: [] for flag in _CUT_SHORT}
     for start in range(0, len(order), batch_size):
         indices = order[start : start + batch_size]
         batch = tf.constant([sentences[i] for i in indices], tf.string)
-        outputs = translate_fn(inputs=batch)["outputs"].numpy()
-        for index, output in zip(indices, outputs):
+        results = translate_fn(inputs=batch)
+        for index, output in zip(indices, results["outputs"].numpy()):
             translations[index] = output.decode("utf-8")
+        for flag, found in flagged.items():
+            if flag in results:
+                found += [i for i, cut in zip(indices, results[flag].numpy()) if cut]
         if on_batch is not None:
             on_batch(start + len(indices), len(order))
+    for flag, found in flagged.items():
+        if found:
+            logging.warning(
+                _CUT_SHORT[flag],
+                len(found),
+                len(sentences),
+                _positions(found),
+            )
     return translations
+
+
+# What each flag of a translation means, for `translate_texts`'s warnings.
+_CUT_SHORT = {
+    "truncated": (
+        "%d of %d sentences are longer than the model's input limit "
+        "(max_length - 1 subword tokens) and were translated from their first "
+        "tokens only: sentences %s (1-based). Split them to translate them whole."
+    ),
+    "reached_length_limit": (
+        "%d of %d translations stopped at their length limit (input length + "
+        "the length offset, at most the model's max_length) before the end "
+        "token, so they may be cut short: sentences %s (1-based)."
+    ),
+}
+
+
+def _positions(indices, shown=10):
+    """'3, 7, 12' (1-based), or the first `shown` and how many more."""
+    numbers = [str(index + 1) for index in sorted(indices)]
+    more = len(numbers) - shown
+    return ", ".join(numbers[:shown]) + (f" and {more} more" if more > 0 else "")

@@ -55,10 +55,27 @@ def attention_maps(model, tokenizer, sentence: str, target_ids=None):
 
     Returns:
         `AttentionMaps`.
+
+    Raises:
+        ValueError: if the sentence has no subword tokens, or more than the
+            model translates (`max_length - 1`, one position is EOS's)
+            when `target_ids` is None or the positions are learned.
     """
     from keras_transformer.decoding.translator import Translator
 
     pieces = tokenizer.tokenize(tf.constant([sentence]))[0].numpy().tolist()
+    limit = model.config.max_length - 1
+    # The translator would translate a truncated source, and learned
+    # positions stop at max_length; sinusoids go on.
+    too_long = len(pieces) > limit and (
+        target_ids is None or model.config.positional == "learned"
+    )
+    if not pieces or too_long:
+        raise ValueError(
+            f"The sentence has {len(pieces)} subword tokens; plotting needs "
+            f"1 to {limit} (the model's max_length - 1): pass a non-empty "
+            f"sentence, shortened if needed. Received: sentence={sentence!r}"
+        )
     source_ids = np.array([pieces + [tokens.EOS_ID]], np.int32)  # [1, S]
     if target_ids is None:
         translator = Translator(model, tokenizer)  # Kept alive for the call.

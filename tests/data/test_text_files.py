@@ -59,6 +59,23 @@ class TextFilesTest(test_case.TestCase):
         ):
             text_files.read_lines(path)
 
+    def test_split_lines_reads_bytes_as_files_are_read(self):
+        # Standard input: split on "\n" only (U+2028 and form feeds stay),
+        # stripped, checked UTF-8; no data is no lines.
+        data = "one\u2028two\nthree\x0cfour\n  five \r\n".encode()
+        self.assertEqual(
+            text_files.split_lines(data, "standard input"),
+            ["one\u2028two", "three\x0cfour", "five"],
+        )
+        self.assertEqual(text_files.split_lines(b"", "standard input"), [])
+        self.assertEqual(text_files.split_lines(b"\n", "standard input"), [""])
+        with self.assertRaisesRegex(
+            ValueError,
+            "invalid UTF-8 in standard input line 2: .*"
+            "Received: input=standard input, line=2",
+        ):
+            text_files.split_lines(b"a\nHi \xff\n", "standard input")
+
     def test_missing_file(self):
         path = os.path.join(fixtures.tempdir(self), "train.fr")
         with self.assertRaisesRegex(

@@ -7,6 +7,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import TransformerConfig, build_transformer
+from keras_transformer.decoding import translator as translator_lib
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.tokens import BOS_ID, EOS_ID
 from tests.data import fixtures
@@ -113,18 +114,58 @@ class TranslatorTest(TestCase):
     def test_empty_and_invalid_utf8_inputs_are_reported(self):
         translator = tiny_translator()
         bad = b"Hi \xff\xfe there"
-        result = numpy(translator.translate(tf.constant([b"", b"   ", bad, b"Hi"])))
-        # Empty input: empty output, score 0.
-        self.assertAllEqual(result["outputs"][:2], [b"", b""])
-        self.assertAllEqual(result["scores"][:2], [0.0, 0.0])
+        # Only whitespace, Unicode's too (no-break and ideographic spaces,
+        # which sentencepiece normalizes away): nothing to translate.
+        blank = "\u00a0 \u3000\t".encode()
+        inputs = tf.constant([b"", b"   ", bad, b"Hi", blank])
+        result = numpy(translator.translate(inputs))
+        # Empty input: empty output, score 0, not flagged as cut short.
+        self.assertAllEqual(result["outputs"][[0, 1, 4]], [b"", b"", b""])
+        self.assertAllEqual(result["scores"][[0, 1, 4]], [0.0, 0.0, 0.0])
+        self.assertFalse(any(result["reached_length_limit"][[0, 1, 4]]))
         self.assertLess(result["scores"][3], 0.0)
         # Invalid UTF-8: translated with U+FFFD replacements, flagged.
-        self.assertAllEqual(result["invalid_utf8"], [False, False, True, False])
+        self.assertAllEqual(result["invalid_utf8"], [False, False, True, False, False])
         fixed = "Hi \ufffd\ufffd there"
         expected = numpy(translator.translate(tf.constant([fixed])))
         self.assertEqual(result["outputs"][2], expected["outputs"][0])
         self.assertAllClose(result["scores"][2], expected["scores"][0])
         self.assertFalse(expected["invalid_utf8"][0])
+
+    def test_outputs_stopped_at_the_length_limit_are_flagged(self):
+        translator = tiny_translator(length_offset=0)
+        strings = tf.constant([*SENTENCES, "Hi", ""])
+        pieces = translator.tokenizer.tokenize(strings)
+        # A random model's hypotheses do not end within a limit of the
+        # input length (offset 0): every one stops there, without EOS.
+        ids = numpy(translator.translate_ids(pieces.to_tensor()))
+        kept = np.minimum(pieces.row_lengths(), translator.max_input_length)
+        self.assertAllEqual(ids["lengths"], kept)
+        self.assertAllEqual(ids["reached_length_limit"], kept > 0)
+        best = numpy(translator.translate(strings))
+        # The empty input translates to "": nothing was cut short.
+        self.assertAllEqual(best["reached_length_limit"], [True, True, True, False])
+        options = numpy(translator.translate_with_options(strings, 0.6, 0, 4))
+        self.assertEqual(options["reached_length_limit"].shape, (4, 4))
+        self.assertAllEqual(
+            options["reached_length_limit"][:, 0], best["reached_length_limit"]
+        )
+        # The flag is "the last token is not EOS".
+        output_ids = tf.constant([[[5, 6, EOS_ID, 0], [5, 6, 7, 8], [9, 0, 0, 0]]])
+        lengths = tf.constant([[3, 4, 0]])
+        self.assertAllEqual(
+            translator_lib._without_eos(output_ids, lengths), [[False, True, False]]
+        )
+
+    def test_translate_ids_rejects_ids_outside_the_vocabulary(self):
+        translator = tiny_translator()
+        for bad in (-1, fixtures.VOCAB_SIZE):
+            with self.assertRaisesRegex(
+                tf.errors.InvalidArgumentError,
+                re.escape(f"in [0, {fixtures.VOCAB_SIZE}) (the vocabulary size)")
+                + f".*Received: source_ids=.*{bad}",
+            ):
+                translator.translate_ids(tf.constant([[5, bad, 9]]))
 
     def test_batch_of_one_and_large_batch_agree(self):
         translator = tiny_translator()
@@ -185,7 +226,9 @@ class TranslatorTest(TestCase):
         for args, message in (
             ((0.6, 4, 5), "`num_hypotheses` must be in [1, 4]"),
             ((0.6, 4, 0), "Received: num_hypotheses="),
-            ((-1.0, 4, 1), "`alpha` must be non-negative. Received: alpha="),
+            ((-1.0, 4, 1), "`alpha` must be a non-negative number. Received: alpha="),
+            ((float("nan"), 4, 1), "Received: alpha=] [nan]"),
+            ((float("inf"), 4, 1), "Received: alpha=] [inf]"),
             ((0.6, -2, 1), "Received: length_offset="),
         ):
             with self.assertRaisesRegex(
@@ -243,6 +286,7 @@ class TranslatorTest(TestCase):
         for kwargs, message in (
             ({"beam_size": 0}, "Received: beam_size=0"),
             ({"alpha": -0.5}, "Received: alpha=-0.5"),
+            ({"alpha": float("nan")}, "Received: alpha=nan"),
             ({"length_offset": -1}, "Received: length_offset=-1"),
             ({"parallel_searches": 0}, "Received: parallel_searches=0"),
             ({"parallel_searches": True}, "Received: parallel_searches=True"),
@@ -254,3 +298,38 @@ class TranslatorTest(TestCase):
             ValueError, "share one vocabulary.*model.config.vocab_size=100"
         ):
             Translator(other, tokenizer)
+
+    def test_translate_texts_names_the_sentences_cut_short(self):
+        def translate_fn(inputs):
+            # A fake model: "long" inputs were truncated, "loop" outputs
+            # stopped at the limit.
+            texts = [text.decode() for text in inputs.numpy()]
+            return {
+                "outputs": tf.constant([text.upper() for text in texts]),
+                "truncated": tf.constant(["long" in text for text in texts]),
+                "reached_length_limit": tf.constant(["loop" in t for t in texts]),
+            }
+
+        sentences = ["a", "long b", "c", "loop d", "long loop e"] + ["f"] * 20
+        with self.assertLogs("absl", "WARNING") as logs:
+            translations = translator_lib.translate_texts(
+                translate_fn, sentences, batch_size=2
+            )
+        self.assertEqual(translations, [text.upper() for text in sentences])
+        self.assertLen(logs.output, 2)
+        self.assertIn(
+            "2 of 25 sentences are longer than the model's input limit", logs.output[0]
+        )
+        self.assertIn("sentences 2, 5 (1-based)", logs.output[0])
+        self.assertIn(
+            "2 of 25 translations stopped at their length limit", logs.output[1]
+        )
+        self.assertIn("sentences 4, 5 (1-based)", logs.output[1])
+        # Nothing cut short, nothing logged; many are listed in part.
+        plain = {"outputs": tf.constant(["x"])}
+        with self.assertNoLogs("absl", "WARNING"):
+            translator_lib.translate_texts(lambda inputs: plain, ["x"])
+        self.assertEqual(
+            translator_lib._positions(range(25)),
+            "1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 15 more",
+        )

@@ -41,8 +41,9 @@ class AttentionMapsTest(TestCase):
             self.assertAllEqual(np.triu(weights, k=1), np.zeros_like(weights))
 
     def test_default_target_is_the_model_translation(self):
-        maps = attention.attention_maps(self.model, self.tokenizer, SENTENCE)
-        pieces = self.tokenizer.tokenize([SENTENCE])[0].numpy().tolist()
+        sentence = "The cat."  # 8 tokens: within the model's 11.
+        maps = attention.attention_maps(self.model, self.tokenizer, sentence)
+        pieces = self.tokenizer.tokenize([sentence])[0].numpy().tolist()
         translator = Translator(self.model, self.tokenizer)
         result = translator.translate_ids(np.array([pieces + [3]], np.int32))
         length = int(result["lengths"][0])
@@ -106,3 +107,14 @@ class AttentionMapsTest(TestCase):
         with self.assertRaisesRegex(ValueError, "Received: layer=0"):
             attention.save_layer_plots(self.maps, 0, folder)
         self.assertFalse(os.path.exists(folder))  # nothing written
+
+    def test_empty_and_overlong_sentences_are_refused(self):
+        # Nothing to translate, or more tokens than the model has positions
+        # for (the translation would come from a truncated source).
+        # (SENTENCE itself is longer than this model translates: the other
+        # tests pass its target.)
+        for sentence in ("", " \u00a0 ", SENTENCE):
+            with self.assertRaisesRegex(
+                ValueError, r"plotting needs 1 to 11 \(the model's max_length - 1\)"
+            ):
+                attention.attention_maps(self.model, self.tokenizer, sentence)
