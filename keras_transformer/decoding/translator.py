@@ -5,6 +5,7 @@ returned, K beam.
 """
 
 import math
+import re
 
 import tensorflow as tf
 from absl import logging
@@ -562,7 +563,10 @@ def translate_texts(translate_fn, sentences, batch_size: int = 32, on_batch=None
     """Translates a list of sentences in batches of similar length.
 
     Sorting by length keeps padding (and the beam's maximum length) small
-    per batch; the translations come back in the input order. Sentences
+    per batch; the translations come back in the input order, each one
+    line: a line break that byte-fallback pieces spell (e.g. `<0x0A>`) is
+    replaced by a space, so that files of one translation per line stay
+    aligned with their sources. Sentences
     that `translate_fn` flags as `truncated` (longer than the model's input
     limit) or whose translation `reached_length_limit` are named in a
     logged warning, so that nothing is cut short silently.
@@ -591,7 +595,7 @@ def translate_texts(translate_fn, sentences, batch_size: int = 32, on_batch=None
         batch = tf.constant([sentences[i] for i in indices], tf.string)
         results = translate_fn(inputs=batch)
         for index, output in zip(indices, results["outputs"].numpy()):
-            translations[index] = output.decode("utf-8")
+            translations[index] = _LINE_BREAKS.sub(" ", output.decode("utf-8"))
         for flag, found in flagged.items():
             if flag in results:
                 found += [i for i, cut in zip(indices, results[flag].numpy()) if cut]
@@ -607,6 +611,8 @@ def translate_texts(translate_fn, sentences, batch_size: int = 32, on_batch=None
             )
     return translations
 
+
+_LINE_BREAKS = re.compile(r"[\r\n]+")
 
 # What each flag of a translation means, for `translate_texts`'s warnings.
 _CUT_SHORT = {

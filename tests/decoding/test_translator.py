@@ -305,7 +305,7 @@ class TranslatorTest(TestCase):
             # stopped at the limit.
             texts = [text.decode() for text in inputs.numpy()]
             return {
-                "outputs": tf.constant([text.upper() for text in texts]),
+                "outputs": tf.constant([text.upper() + "\r\n!" for text in texts]),
                 "truncated": tf.constant(["long" in text for text in texts]),
                 "reached_length_limit": tf.constant(["loop" in t for t in texts]),
             }
@@ -315,7 +315,8 @@ class TranslatorTest(TestCase):
             translations = translator_lib.translate_texts(
                 translate_fn, sentences, batch_size=2
             )
-        self.assertEqual(translations, [text.upper() for text in sentences])
+        # One line each: a line break spelled by byte pieces becomes a space.
+        self.assertEqual(translations, [text.upper() + " !" for text in sentences])
         self.assertLen(logs.output, 2)
         self.assertIn(
             "2 of 25 sentences are longer than the model's input limit", logs.output[0]
