@@ -25,7 +25,9 @@ class Transformer(keras.Model):
 
     Args:
         config: a `TransformerConfig` (or its dict form).
-        **kwargs: `keras.Model` keyword arguments (`name`, `dtype`).
+        **kwargs: `keras.Model` keyword arguments: `name`, and `dtype`, the
+            dtype policy of the model and every layer (e.g.
+            "mixed_float16"; default: the global policy), kept by `save`.
 
     Example:
     ```python
@@ -108,9 +110,12 @@ class Transformer(keras.Model):
         super().__init__(
             inputs={"source_ids": source_ids, "target_ids": target_ids},
             outputs=logits,
-            dtype=dtype,
             **kwargs,
         )
+        if dtype is not None:
+            # Keras's functional init drops `dtype`; the model's policy is
+            # what `compile` reads to add loss scaling under mixed_float16.
+            self.dtype_policy = dtype
 
         # === Config and layer handles for inference ===
         self.config = config
@@ -366,7 +371,11 @@ class Transformer(keras.Model):
             self._symbolic_build(data_batch=batch)
 
     def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name}
+        return {
+            "config": self.config.to_dict(),
+            "name": self.name,
+            "dtype": keras.dtype_policies.serialize(self.dtype_policy),
+        }
 
     @classmethod
     def from_config(cls, config):
@@ -392,7 +401,8 @@ def build_transformer(config: TransformerConfig, **kwargs) -> Transformer:
 
     Args:
         config: a `TransformerConfig`, e.g. `TransformerConfig.preset("base")`.
-        **kwargs: `keras.Model` keyword arguments (`name`, `dtype`).
+        **kwargs: `keras.Model` keyword arguments (`name`, `dtype`: see
+            `Transformer`).
 
     Returns:
         A `Transformer` (a functional `keras.Model`) with inputs

@@ -10,14 +10,18 @@ e.g. `--override=dropout=0.3,num_layers=4`.
 """
 
 import dataclasses
+import math
 import sys
 
 from absl import app, flags
 
 from keras_transformer.config import PRESETS, TransformerConfig
-from keras_transformer.training import distribution
+from keras_transformer.training import distribution, run_checks, trainer
 
 FLAGS = flags.FLAGS
+
+# Set by the shared vocabulary (--vocab_size), not by --override.
+VOCABULARY_FIELDS = ("vocab_size", "source_vocab_size")
 
 
 def define_flags(flag_values=FLAGS):
@@ -50,7 +54,7 @@ def define_flags(flag_values=FLAGS):
         "vocab_size",
         None,
         "Shared subword vocabulary size (default 37000 en-de, 32000 en-fr, 2000 demo).",
-        lower_bound=8,
+        lower_bound=run_checks.MIN_VOCAB_SIZE,
         **fv,
     )
     flags.DEFINE_integer(
@@ -77,8 +81,7 @@ def define_flags(flag_values=FLAGS):
     flags.DEFINE_float(
         "learning_rate_scale",
         1.0,
-        "Factor on the paper's learning rate (Eq. 3).",
-        lower_bound=0.0,
+        "Factor on the paper's learning rate (Eq. 3); positive.",
         **fv,
     )
     flags.DEFINE_integer(
@@ -137,6 +140,13 @@ def define_flags(flag_values=FLAGS):
     )
     flags.DEFINE_integer("seed", 0, "Random seed.", **fv)
     flags.mark_flag_as_required("model_dir", **fv)
+    flags.register_validator(
+        "learning_rate_scale",
+        lambda scale: math.isfinite(scale) and scale > 0,
+        "--learning_rate_scale must be a positive number: it multiplies "
+        "the learning rate.",
+        **fv,
+    )
     flags.register_multi_flags_validator(
         ["train_steps", "steps_per_checkpoint"],
         lambda f: f["train_steps"] % f["steps_per_checkpoint"] == 0,
@@ -154,13 +164,30 @@ def define_flags(flag_values=FLAGS):
 def parse_overrides(items: list[str]) -> dict:
     """`["dropout=0.3", "num_layers=4"]` -> typed config overrides.
 
+    Args:
+        items: the `--override` items, `FIELD=VALUE` each.
+
+    Returns:
+        A dict of config fields and their typed values.
+
     Raises:
-        ValueError: for a malformed item, an unknown field or a bad value.
+        ValueError: for a malformed item, an unknown field, a vocabulary
+            size (`--vocab_size` sets it) or a bad value.
     """
-    fields = {f.name: f for f in dataclasses.fields(TransformerConfig)}
+    fields = {
+        f.name: f
+        for f in dataclasses.fields(TransformerConfig)
+        if f.name not in VOCABULARY_FIELDS
+    }
     overrides = {}
     for item in items:
         name, sep, text = item.partition("=")
+        if name in VOCABULARY_FIELDS:
+            raise ValueError(
+                "The one shared vocabulary sets the source and target "
+                "vocabulary sizes: choose its size with --vocab_size, not "
+                f"--override. Received: override={item!r}"
+            )
         if not sep or name not in fields:
             raise ValueError(
                 "--override items are FIELD=VALUE with FIELD one of "
@@ -191,34 +218,46 @@ def config_from_flags(flag_values=FLAGS) -> TransformerConfig:
     return TransformerConfig.preset(flag_values.preset, **overrides)
 
 
-def main(argv):
+def main(argv, flag_values=FLAGS):
+    """Trains as the flags say; returns the exit status.
+
+    Args:
+        argv: the arguments absl left (only the program name).
+        flag_values: the parsed flags.
+
+    Returns:
+        0 after training; 1 after a user error, printed as one line.
+
+    Raises:
+        app.UsageError: for arguments that are not flags.
+    """
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    from keras_transformer.training import trainer
-
     try:
-        config = config_from_flags()
+        config = config_from_flags(flag_values)
+        # Before TensorFlow starts (run_training checks it per replica).
+        run_checks.check_batch_tokens(flag_values.batch_tokens, config.max_length)
         result = trainer.run_training(
             config,
-            data=FLAGS.data,
-            src_lang=FLAGS.src_lang,
-            tgt_lang=FLAGS.tgt_lang,
-            model_dir=FLAGS.model_dir,
-            train_steps=FLAGS.train_steps,
-            warmup_steps=FLAGS.warmup_steps,
-            batch_tokens=FLAGS.batch_tokens,
-            vocab_size=FLAGS.vocab_size,
-            learning_rate_scale=FLAGS.learning_rate_scale,
-            steps_per_checkpoint=FLAGS.steps_per_checkpoint,
-            keep_checkpoints=FLAGS.keep_checkpoints,
-            bleu_every_steps=FLAGS.bleu_every_steps,
-            bleu_max_sentences=FLAGS.bleu_max_sentences,
-            strategy=FLAGS.strategy,
-            num_gpus=FLAGS.num_gpus,
-            mixed_precision=FLAGS.mixed_precision,
-            jit_compile=FLAGS.jit_compile,
-            seed=FLAGS.seed,
-            data_dir=FLAGS.data_dir,
+            data=flag_values.data,
+            src_lang=flag_values.src_lang,
+            tgt_lang=flag_values.tgt_lang,
+            model_dir=flag_values.model_dir,
+            train_steps=flag_values.train_steps,
+            warmup_steps=flag_values.warmup_steps,
+            batch_tokens=flag_values.batch_tokens,
+            vocab_size=flag_values.vocab_size,
+            learning_rate_scale=flag_values.learning_rate_scale,
+            steps_per_checkpoint=flag_values.steps_per_checkpoint,
+            keep_checkpoints=flag_values.keep_checkpoints,
+            bleu_every_steps=flag_values.bleu_every_steps,
+            bleu_max_sentences=flag_values.bleu_max_sentences,
+            strategy=flag_values.strategy,
+            num_gpus=flag_values.num_gpus,
+            mixed_precision=flag_values.mixed_precision,
+            jit_compile=flag_values.jit_compile,
+            seed=flag_values.seed,
+            data_dir=flag_values.data_dir,
         )
     except (ValueError, FileNotFoundError, FloatingPointError) as error:
         # User errors: one line, no TensorFlow traceback.

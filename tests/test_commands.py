@@ -10,7 +10,7 @@ import tempfile
 import pytest
 import sacrebleu
 
-from keras_transformer import serving
+from keras_transformer import serving, translate
 from keras_transformer.decoding.translator import Translator
 from tests.data import fixtures
 from tests.decoding.test_translator import tiny_model
@@ -96,34 +96,28 @@ class CommandsTest(TestCase):
         # The export was made with length_offset=4; the model_dir default
         # is 50, so compare the export with itself across input forms, and
         # the default threads per op with TensorFlow's (0).
-        by_argument = run("translate", f"--model={self.export}", *SENTENCES[:2])
+        # Standard input is split on "\n" only, as --input files are: a
+        # U+2028 or a form feed inside a line must not add lines (and shift
+        # every later translation). An over-long sentence is translated and
+        # named in a warning.
+        sentences = [
+            "Hi.\u2028Hi.",  # Within the tiny model's 11 tokens.
+            "Hi.\x0cHi.",
+            " ".join(SENTENCES),
+        ]
+        by_argument = run("translate", f"--model={self.export}", *sentences)
         by_stdin = run(
             "translate",
             f"--model={os.path.dirname(self.export)}",
             "--intra_op_threads=0",
-            stdin="\n".join(SENTENCES[:2]) + "\n",
+            stdin="\n".join(sentences) + "\n",
         )
         self.assertEqual(by_argument.returncode, 0, by_argument.stderr[-2000:])
         self.assertEqual(by_argument.stdout, by_stdin.stdout)
-        self.assertLen(by_argument.stdout.splitlines(), 2)
-
-    def test_stdin_is_read_as_input_files_are(self):
-        # Lines split on "\n" only: a U+2028 or a form feed inside a line
-        # must not add lines (and shift every later translation).
-        text = "The cat\u2028sleeps.\nI like\x0cgreen tea.\nHi.\n"
-        path = fixtures.write(os.path.join(self.folder, "odd.en"), text)
-        by_file = run("translate", f"--model={self.export}", f"--input={path}")
-        by_stdin = run("translate", f"--model={self.export}", stdin=text)
-        self.assertEqual(by_stdin.returncode, 0, by_stdin.stderr[-2000:])
-        self.assertLen(by_stdin.stdout.splitlines(), 3)
-        self.assertEqual(by_stdin.stdout, by_file.stdout)
-        # Over-long inputs are translated, and named in a warning.
-        long = " ".join(SENTENCES)
-        result = run("translate", f"--model={self.export}", "Hi.", long)
-        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
-        self.assertLen(result.stdout.splitlines(), 2)
-        self.assertIn("1 of 2 sentences are longer than the model's", result.stderr)
-        self.assertIn("sentences 2 (1-based)", result.stderr)
+        self.assertLen(by_argument.stdout.splitlines(), 3)
+        for result in (by_argument, by_stdin):
+            self.assertIn("1 of 3 sentences are longer than the model's", result.stderr)
+            self.assertIn("sentences 3 (1-based)", result.stderr)
 
     def test_bad_stdin_and_arguments_are_one_line_errors(self):
         bad_stdin = subprocess.run(
@@ -141,22 +135,19 @@ class CommandsTest(TestCase):
             "translate: error: invalid UTF-8 in standard input line 2", stderr
         )
         self.assertNotIn("Traceback", stderr)
-        bad_argument = subprocess.run(
-            [sys.executable.encode(), b"-m", b"keras_transformer.translate"]
-            + [f"--model={self.export}".encode(), b"Hi.", b"Hi \xff there"],
-            check=False,
-            capture_output=True,
-            cwd=ROOT,
-            timeout=180,
-        )
-        stderr = bad_argument.stderr.decode()
-        self.assertEqual(bad_argument.returncode, 1)
-        self.assertIn("translate: error: Argument 2 is not valid UTF-8", stderr)
-        self.assertNotIn("Traceback", stderr)
         both = run("translate", f"--model={self.export}", f"--input={self.src}", "Hi.")
         self.assertEqual(both.returncode, 1)
         self.assertIn("Pass sentences as arguments or --input, not both.", both.stderr)
         self.assertNotIn("Traceback", both.stderr)
+
+    def test_arguments_must_be_utf8(self):
+        # Python keeps bytes that are not UTF-8 as lone surrogates.
+        argument = b"Hi \xff there".decode("utf-8", "surrogateescape")
+        with self.assertRaisesRegex(
+            ValueError, r"Argument 2 is not valid UTF-8.*argument 2=Hi \\udcff there"
+        ):
+            translate._arguments(["Hi.", argument])
+        self.assertEqual(translate._arguments(["Hi.", "Ça va"]), ["Hi.", "Ça va"])
 
     def test_clear_errors(self):
         missing = run("translate", "--model=/nonexistent/model", "Hi.")

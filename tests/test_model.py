@@ -3,10 +3,18 @@ import os
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
+from absl.testing import parameterized
 
 from keras_transformer import Transformer, TransformerConfig, build_transformer
 from keras_transformer import config as config_lib
+from keras_transformer.decoding.translator import Translator
+from keras_transformer.tokens import BOS_ID, EOS_ID
+from tests.data import fixtures
 from tests.test_case import TestCase
+
+# Logits of a full pass and of incremental decoding agree to within these.
+_TOLERANCES = {"float32": 1e-4, "mixed_float16": 1e-2, "mixed_bfloat16": 5e-2}
 
 
 def closed_form_parameter_count(config):
@@ -91,6 +99,33 @@ class TransformerModelTest(TestCase):
         self.assertAllClose(before[:, :3], after[:, :3], atol=1e-5)
         self.assertNotAllClose(before[:, 3:], after[:, 3:])
 
+    def assert_incremental_decoding_equals_full_pass(self, model, atol):
+        source = self.random_ids((3, 7), 30)
+        source[0, 4:] = 0
+        target = self.random_ids((3, 6), 40, seed=1)
+        full = self.call(model, source, target)
+        memory, memory_mask = model.encode(source)
+        # Fixed-size, growing, then in-place caches (one hypothesis per
+        # sentence: never reordered).
+        for max_length, beam_size in ((6, None), (None, None), (6, 1)):
+            self_cache, constants = model.initial_decoding_state(
+                memory, max_length, beam_size=beam_size
+            )
+            for projected in tf.nest.flatten(constants["cross_attention"]):
+                self.assertEqual(projected.dtype, model.decoder.compute_dtype)
+            steps = []
+            for t in range(6):
+                logits, self_cache = model.decode_step(
+                    target[:, t],
+                    t,
+                    self_cache,
+                    constants,
+                    memory_mask,
+                    append_to_cache=max_length is None,
+                )
+                steps.append(logits.numpy())
+            self.assertAllClose(np.stack(steps, axis=1), full, atol=atol)
+
     def test_incremental_decoding_equals_full_forward_pass(self):
         for overrides in (
             {},
@@ -100,29 +135,45 @@ class TransformerModelTest(TestCase):
             dict(d_model=512, d_ff=512),
         ):
             model = build_transformer(tiny_config(**overrides))
-            source = self.random_ids((3, 7), 30)
-            source[0, 4:] = 0
-            target = self.random_ids((3, 6), 40, seed=1)
-            full = self.call(model, source, target)
-            memory, memory_mask = model.encode(source)
-            # Fixed-size, growing, then in-place caches (one hypothesis per
-            # sentence: never reordered).
-            for max_length, beam_size in ((6, None), (None, None), (6, 1)):
-                self_cache, constants = model.initial_decoding_state(
-                    memory, max_length, beam_size=beam_size
-                )
-                steps = []
-                for t in range(6):
-                    logits, self_cache = model.decode_step(
-                        target[:, t],
-                        t,
-                        self_cache,
-                        constants,
-                        memory_mask,
-                        append_to_cache=max_length is None,
-                    )
-                    steps.append(logits.numpy())
-                self.assertAllClose(np.stack(steps, axis=1), full, atol=1e-4)
+            self.assert_incremental_decoding_equals_full_pass(
+                model, _TOLERANCES["float32"]
+            )
+
+    @parameterized.parameters("mixed_float16", "mixed_bfloat16")
+    def test_incremental_decoding_under_mixed_precision(self, policy):
+        # The encoder keys/values and the step weights are computed outside
+        # the layers' `__call__` (no autocast): in the compute dtype too.
+        for overrides in ({}, dict(share_embeddings="none", source_vocab_size=30)):
+            model = build_transformer(tiny_config(**overrides), dtype=policy)
+            self.assert_incremental_decoding_equals_full_pass(
+                model, _TOLERANCES[policy]
+            )
+
+    def test_translator_over_a_mixed_float16_model(self):
+        # `train.py --mixed_precision=mixed_float16` translates its dev set.
+        config = tiny_config(
+            vocab_size=fixtures.VOCAB_SIZE, num_layers=1, max_length=12
+        )
+        model = build_transformer(config, dtype="mixed_float16")
+        translator = Translator(
+            model, fixtures.tokenizer(), beam_size=2, alpha=0.0, length_offset=4
+        )
+        outputs = translator.translate(tf.constant(["I like green tea."]))
+        self.assertEqual(outputs["outputs"].shape, (1,))
+        # With alpha 0 a hypothesis's score is its log-probability, which a
+        # full forward pass gives too.
+        source = np.array([[5, 9, 17, EOS_ID]], "int32")
+        result = translator.translate_ids(tf.constant(source))
+        length = int(result["lengths"][0])
+        output = result["output_ids"][0, :length].numpy()
+        target = np.array([[BOS_ID, *output[:-1]]], "int32")
+        logits = self.call(model, source, target)[0]
+        log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        self.assertAllClose(
+            float(result["scores"][0]),
+            log_probs[np.arange(length), output].sum(),
+            atol=length * _TOLERANCES["mixed_float16"],
+        )
 
     def test_keras_file_round_trip_gives_identical_outputs(self):
         model = build_transformer(tiny_config(positional="learned"))
@@ -133,6 +184,37 @@ class TransformerModelTest(TestCase):
         restored = keras.saving.load_model(path)
         self.assertIsInstance(restored, Transformer)
         self.assertEqual(restored.config, model.config)
+        self.assertAllEqual(
+            self.call(model, source, target), self.call(restored, source, target)
+        )
+
+    def test_dtype_policy_applies_to_the_model_and_all_its_layers(self):
+        # The options that add layers: learned positions, the final norm of
+        # pre-norm stacks, an output projection.
+        config = tiny_config(
+            positional="learned",
+            norm_position="pre",
+            share_embeddings="none",
+            source_vocab_size=30,
+        )
+        model = build_transformer(config, dtype="mixed_float16")
+        self.assertEqual(model.dtype_policy.name, "mixed_float16")
+        for layer in model._flatten_layers(include_self=False):
+            if not isinstance(layer, keras.layers.InputLayer):  # int32 ids
+                self.assertEqual(layer.dtype_policy.name, "mixed_float16", layer.path)
+        # `compile` reads the model's policy to add loss scaling.
+        model.compile(optimizer="adam", loss="mse")
+        self.assertIsInstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+
+    def test_keras_file_round_trip_keeps_the_dtype_policy(self):
+        model = build_transformer(tiny_config(), dtype="mixed_bfloat16")
+        source = self.random_ids((2, 6), 40)
+        target = self.random_ids((2, 5), 40, seed=1)
+        path = os.path.join(self.get_temp_dir(), "model.keras")
+        model.save(path)
+        restored = keras.saving.load_model(path)
+        self.assertEqual(restored.dtype_policy.name, "mixed_bfloat16")
+        self.assertEqual(restored.decoder.dtype_policy.name, "mixed_bfloat16")
         self.assertAllEqual(
             self.call(model, source, target), self.call(restored, source, target)
         )

@@ -1,8 +1,12 @@
 """Tests of train.py's flags: wrong values fail at once, clearly."""
 
+import contextlib
+import io
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 from absl import flags
@@ -18,6 +22,14 @@ def parse(*args):
     train.define_flags(flag_values)
     flag_values(["train.py", "--model_dir=/tmp/unused", *args])
     return flag_values
+
+
+def run_main(*args):
+    """`train.main` on the flags; its exit status and stderr."""
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        status = train.main(["train.py"], parse(*args))
+    return status, stderr.getvalue()
 
 
 class TrainFlagsTest(TestCase):
@@ -40,6 +52,10 @@ class TrainFlagsTest(TestCase):
             (["--strategy=horovod"], "mirrored"),
             (["--mixed_precision=fp8"], "mixed_bfloat16"),
             (["--batch_tokens=0"], "batch_tokens"),
+            (["--learning_rate_scale=0"], "--learning_rate_scale must be a positive"),
+            (["--learning_rate_scale=nan"], "--learning_rate_scale must be a positive"),
+            # 4 special ids, 256 byte pieces and one character.
+            (["--vocab_size=260"], "vocab_size=260: 260 is not integer >= 261"),
             (
                 ["--train_steps=5", "--steps_per_checkpoint=2"],
                 "multiple of --steps_per_checkpoint",
@@ -56,6 +72,43 @@ class TrainFlagsTest(TestCase):
             train.parse_overrides(["colour=red"])
         with self.assertRaisesRegex(ValueError, "needs a int value"):
             train.parse_overrides(["num_layers=many"])
+        # One shared vocabulary: its size is --vocab_size's.
+        for item in ("vocab_size=400", "source_vocab_size=400"):
+            with self.assertRaisesRegex(
+                ValueError, f"with --vocab_size, not --override.*{item}"
+            ):
+                train.parse_overrides([item])
+
+    def test_settings_fail_in_one_line_before_the_data_is_read(self):
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder)
+        a_file = os.path.join(folder, "a_file")
+        open(a_file, "w").close()
+        common = (
+            "--preset=tiny",
+            "--override=max_length=64",
+            # Reading it would fail: the errors come first.
+            f"--data=text:{os.path.join(folder, 'missing')}",
+            "--vocab_size=300",
+        )
+        run_dir = os.path.join(folder, "run")
+        for args, message in (
+            (
+                ["--batch_tokens=63", f"--model_dir={run_dir}"],
+                "batch_tokens=63, max_length=64",
+            ),
+            (
+                ["--override=source_vocab_size=300", f"--model_dir={run_dir}"],
+                "--vocab_size",
+            ),
+            ([f"--model_dir={a_file}"], f"existing file.*model_dir={a_file}"),
+        ):
+            with self.subTest(args=args):
+                status, stderr = run_main(*common, *args)
+                self.assertEqual(status, 1)
+                self.assertRegex(stderr, f"^train.py: error: .*{message}")
+                self.assertEqual(stderr.count("\n"), 1)
+                self.assertFalse(os.path.exists(run_dir))
 
     @pytest.mark.slow
     def test_bad_override_is_one_line_without_traceback(self):

@@ -258,7 +258,12 @@ class MultiHeadAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        for name, value in (("num_heads", num_heads), ("key_dim", key_dim)):
+        for name, value in (
+            ("num_heads", num_heads),
+            ("key_dim", key_dim),
+            ("value_dim", key_dim if value_dim is None else value_dim),
+            ("output_dim", 1 if output_dim is None else output_dim),
+        ):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(
                     f"`{name}` must be a positive integer. Received: {name}={value!r}"
@@ -269,13 +274,13 @@ class MultiHeadAttention(keras.layers.Layer):
             )
         self.num_heads = num_heads
         self.key_dim = key_dim
-        self.value_dim = value_dim or key_dim
+        self.value_dim = key_dim if value_dim is None else value_dim
         self.output_dim = output_dim
         self.dropout = dropout
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.dropout_layer = Dropout(dropout, name="dropout")
+        self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy, name="dropout")
         self._attention_weights_dropout = self.dropout_layer if dropout else None
 
     def build(self, query_shape, memory_shape=None):
@@ -388,10 +393,16 @@ class MultiHeadAttention(keras.layers.Layer):
         Returns:
             dict of "key" [B, N, S, H_k] and "value" [B, N, S, H_v].
         """
+        # Called outside `__call__`, whose autocast scope would otherwise
+        # read the kernels in the compute dtype (a no-op in float32).
+        dtype = self.compute_dtype
         key, value = self._project(
-            memory,
-            [self.key_kernel, self.value_kernel],
-            [self.key_bias, self.value_bias],
+            ops.cast(memory, dtype),
+            [ops.cast(self.key_kernel, dtype), ops.cast(self.value_kernel, dtype)],
+            [
+                None if bias is None else ops.cast(bias, dtype)
+                for bias in (self.key_bias, self.value_bias)
+            ],
         )
         return {"key": key, "value": value}
 
@@ -550,6 +561,54 @@ class MultiHeadAttention(keras.layers.Layer):
 
     def compute_output_shape(self, query_shape, memory_shape=None):
         return (*query_shape[:-1], self.output_dim or query_shape[-1])
+
+    def compute_output_spec(
+        self,
+        query,
+        memory=None,
+        attention_mask=None,
+        use_causal_mask=False,
+        cache=None,
+        cache_index=None,
+        cache_rows=None,
+        return_attention_weights=False,
+        training=None,
+        decoding_weights=None,
+    ):
+        # Keras passes `compute_output_shape` the tensors' shapes only, not
+        # the flags that decide which outputs `call` returns.
+        outputs = keras.KerasTensor(
+            self.compute_output_shape(query.shape), dtype=self.compute_dtype
+        )
+        new_cache = None
+        if isinstance(memory, dict):
+            keys = memory["key"].shape[2]
+        elif memory is not None:
+            keys = memory.shape[1]
+        elif cache is None:
+            keys = query.shape[1]
+        elif cache_index is not None:
+            # Fixed-size and in-place caches keep their shapes.
+            keys = cache["key"].shape[2] if cache_rows is None else cache_rows.shape[-1]
+            new_cache = {
+                name: keras.KerasTensor(x.shape, dtype=x.dtype)
+                for name, x in cache.items()
+            }
+        else:
+            # A growing cache [B, N, L, H] gains the query's T positions.
+            length, steps = cache["key"].shape[2], query.shape[1]
+            keys = None if None in (length, steps) else length + steps
+            new_cache = {
+                name: keras.KerasTensor((*x.shape[:2], keys, x.shape[3]), x.dtype)
+                for name, x in cache.items()
+            }
+        results = (outputs,)
+        if return_attention_weights:
+            shape = (query.shape[0], self.num_heads, query.shape[1], keys)
+            results += (keras.KerasTensor(shape, dtype="float32"),)
+        if new_cache is not None:
+            results += (new_cache,)
+        return results[0] if len(results) == 1 else results
 
     def get_config(self):
         config = super().get_config()

@@ -7,7 +7,6 @@ L cache length.
 
 import keras
 
-from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.encoder_layer import TransformerEncoderLayer
 from keras_transformer.layers.residual import ResidualConnection
 
@@ -57,15 +56,7 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
 
     def build(self, inputs_shape, memory_shape=None):
         super().build(inputs_shape)
-        d_model = inputs_shape[-1]
-        self.cross_attention = MultiHeadAttention(
-            self.num_heads,
-            self.key_dim or d_model // self.num_heads,
-            self.value_dim,
-            dropout=self.attention_dropout,
-            dtype=self.dtype_policy,
-            name="cross_attention",
-        )
+        self.cross_attention = self._attention(inputs_shape[-1], "cross_attention")
         self.cross_attention.build(inputs_shape, memory_shape or inputs_shape)
         self.cross_attention_residual.build(inputs_shape)
         self.built = True
@@ -143,3 +134,42 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
 
     def compute_output_shape(self, inputs_shape, memory_shape=None):
         return inputs_shape
+
+    def compute_output_spec(
+        self,
+        inputs,
+        memory=None,
+        memory_mask=None,
+        self_attention_cache=None,
+        cache_index=None,
+        cache_rows=None,
+        cross_attention_cache=None,
+        decoding_weights=None,
+        return_attention_weights=False,
+        training=None,
+    ):
+        # The outputs of `call`, from the sublayers' specs (Keras passes no
+        # flag to `compute_output_shape`).
+        outputs = self.self_attention.compute_output_spec(
+            inputs,
+            use_causal_mask=True,
+            cache=self_attention_cache,
+            cache_index=cache_index,
+            cache_rows=cache_rows,
+            return_attention_weights=return_attention_weights,
+        )
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        results = (keras.KerasTensor(inputs.shape, dtype=self.compute_dtype),)
+        if return_attention_weights:
+            _, cross = self.cross_attention.compute_output_spec(
+                inputs,
+                memory=memory
+                if cross_attention_cache is None
+                else cross_attention_cache,
+                attention_mask=memory_mask,
+                return_attention_weights=True,
+            )
+            results += ({"self": outputs[1], "cross": cross},)
+        if self_attention_cache is not None:
+            results += (outputs[-1],)
+        return results[0] if len(results) == 1 else results

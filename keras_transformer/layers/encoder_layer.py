@@ -35,6 +35,11 @@ class TransformerEncoderLayer(keras.layers.Layer):
 
     Returns:
         [B, S, D] (and the weights when asked).
+
+    Raises:
+        ValueError: if `num_heads` or `layer_norm_epsilon` is not positive,
+            or (when built) if `key_dim` is unset and d_model is not
+            divisible by h.
     """
 
     def __init__(
@@ -50,6 +55,16 @@ class TransformerEncoderLayer(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
+        if not isinstance(num_heads, int) or num_heads < 1:
+            raise ValueError(
+                "`num_heads` must be a positive integer. "
+                f"Received: num_heads={num_heads!r}"
+            )
+        if not layer_norm_epsilon > 0:
+            raise ValueError(
+                "`layer_norm_epsilon` must be positive. "
+                f"Received: layer_norm_epsilon={layer_norm_epsilon}"
+            )
         self.num_heads = num_heads
         self.d_ff = d_ff
         self.key_dim = key_dim
@@ -74,20 +89,31 @@ class TransformerEncoderLayer(keras.layers.Layer):
         )
 
     def build(self, inputs_shape):
-        d_model = inputs_shape[-1]
-        self.self_attention = MultiHeadAttention(
-            self.num_heads,
-            self.key_dim or d_model // self.num_heads,
-            self.value_dim,
-            dropout=self.attention_dropout,
-            dtype=self.dtype_policy,
-            name="self_attention",
-        )
+        self.self_attention = self._attention(inputs_shape[-1], "self_attention")
         self.self_attention.build(inputs_shape)
         self.feed_forward.build(inputs_shape)
         self.attention_residual.build(inputs_shape)
         self.feed_forward_residual.build(inputs_shape)
         self.built = True
+
+    def _attention(self, d_model, name):
+        """A `MultiHeadAttention` sublayer of `num_heads` heads of
+        `key_dim`, by default d_model / h."""
+        if self.key_dim is None and d_model % self.num_heads:
+            raise ValueError(
+                "`d_model` must be divisible by `num_heads` when `key_dim` "
+                "is unset (it defaults to d_model / h). Set it explicitly "
+                "or change num_heads. "
+                f"Received: d_model={d_model}, num_heads={self.num_heads}"
+            )
+        return MultiHeadAttention(
+            self.num_heads,
+            self.key_dim or d_model // self.num_heads,
+            self.value_dim,
+            dropout=self.attention_dropout,
+            dtype=self.dtype_policy,
+            name=name,
+        )
 
     def call(
         self,
@@ -116,6 +142,23 @@ class TransformerEncoderLayer(keras.layers.Layer):
 
     def compute_output_shape(self, inputs_shape):
         return inputs_shape
+
+    def compute_output_spec(
+        self,
+        inputs,
+        padding_mask=None,
+        return_attention_weights=False,
+        training=None,
+    ):
+        # The flag decides the outputs: Keras does not pass it to
+        # `compute_output_shape`.
+        outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
+        if not return_attention_weights:
+            return outputs
+        _, weights = self.self_attention.compute_output_spec(
+            inputs, attention_mask=padding_mask, return_attention_weights=True
+        )
+        return outputs, weights
 
     def get_config(self):
         config = super().get_config()

@@ -42,6 +42,8 @@ class ResidualConnection(keras.layers.Layer):
                 "`norm_position` must be 'post' or 'pre'. "
                 f"Received: norm_position={norm_position!r}"
             )
+        if not epsilon > 0:
+            raise ValueError(f"`epsilon` must be positive. Received: epsilon={epsilon}")
         self.dropout = dropout
         self.norm_position = norm_position
         self.epsilon = epsilon

@@ -128,6 +128,23 @@ class TransformerEncoder(_Stack):
         x = self._finish(x)
         return (x, all_weights) if return_attention_weights else x
 
+    def compute_output_spec(
+        self,
+        inputs,
+        padding_mask=None,
+        return_attention_weights=False,
+        training=None,
+    ):
+        # The flag decides the outputs: Keras does not pass it to
+        # `compute_output_shape`.
+        outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
+        if not return_attention_weights:
+            return outputs
+        return outputs, [
+            layer.compute_output_spec(inputs, padding_mask, True)[1]
+            for layer in self.sublayers
+        ]
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class TransformerDecoder(_Stack):
@@ -243,4 +260,39 @@ class TransformerDecoder(_Stack):
             results += (all_weights,)
         if self_attention_cache is not None:
             results += (new_caches,)
+        return results[0] if len(results) == 1 else results
+
+    def compute_output_spec(
+        self,
+        inputs,
+        memory=None,
+        memory_mask=None,
+        self_attention_cache=None,
+        cache_index=None,
+        cache_rows=None,
+        cross_attention_cache=None,
+        decoding_weights=None,
+        return_attention_weights=False,
+        training=None,
+    ):
+        # The outputs of `call`, from the layers' specs (Keras passes no
+        # flag to `compute_output_shape`).
+        per_layer = [
+            layer.compute_output_spec(
+                inputs,
+                memory,
+                memory_mask,
+                None if self_attention_cache is None else self_attention_cache[index],
+                cache_index,
+                cache_rows,
+                None if cross_attention_cache is None else cross_attention_cache[index],
+                return_attention_weights=return_attention_weights,
+            )
+            for index, layer in enumerate(self.sublayers)
+        ]
+        results = (keras.KerasTensor(inputs.shape, dtype=self.compute_dtype),)
+        if return_attention_weights:
+            results += ([outputs[1] for outputs in per_layer],)
+        if self_attention_cache is not None:
+            results += ([outputs[-1] for outputs in per_layer],)
         return results[0] if len(results) == 1 else results

@@ -2,7 +2,8 @@
 
 `fit` runs "epochs" of `steps_per_epoch` optimizer steps; every callback
 here acts at the end of such an epoch, so the epoch length is the
-checkpoint (and logging) interval.
+checkpoint (and logging) interval. None saves an interval whose loss went
+NaN or infinite.
 """
 
 import os
@@ -34,8 +35,22 @@ def list_checkpoints(checkpoint_dir: str) -> list[tuple[int, str]]:
 
 
 def current_step(model) -> int:
-    """Optimizer steps taken so far (`optimizer.iterations`)."""
+    """Training steps taken so far (`optimizer.iterations`).
+
+    Under loss scaling this counts the skipped steps too, if the optimizer
+    is `optimizer.StepCountingLossScaleOptimizer` (as the trainer's is).
+    """
     return int(keras.ops.convert_to_numpy(model.optimizer.iterations))
+
+
+def _finite_loss(logs) -> bool:
+    """Whether the `loss` of batch or epoch `logs` is finite (or absent).
+
+    An epoch's loss is the mean of its steps', so it is finite only when
+    every step's was.
+    """
+    loss = (logs or {}).get("loss")
+    return loss is None or bool(np.isfinite(float(loss)))
 
 
 class ResumableBackup(keras.callbacks.BackupAndRestore):
@@ -49,15 +64,37 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
     aside and renamed into place, and the epoch to resume is that counter
     divided by `steps_per_epoch`.
 
+    Only the end of a whole epoch whose loss stayed finite becomes the
+    resume point: after a NaN stop (mid-epoch, or at its end) the backup
+    keeps the last good epoch, which a rerun then resumes from. Put this
+    callback after those that write an epoch's other outputs (checkpoint,
+    BLEU, logs): a process killed before the backup then redoes the epoch
+    instead of skipping its outputs.
+
     Args:
         backup_dir: directory of the backup (kept after training, so a
             finished run reruns as a no-op).
         steps_per_epoch: optimizer steps per `fit` epoch.
+
+    Attributes:
+        saved_step: the step of the backup on disk (0 before the first),
+            once training has begun.
     """
 
     def __init__(self, backup_dir: str, steps_per_epoch: int):
         super().__init__(backup_dir, delete_checkpoint=False)
         self.steps_per_epoch = steps_per_epoch
+        self.saved_step = None
+
+    def on_train_begin(self, logs=None):
+        super().on_train_begin(logs)
+        self.saved_step = current_step(self.model)
+
+    def on_epoch_end(self, epoch, logs=None):
+        step = current_step(self.model)
+        if step % self.steps_per_epoch == 0 and _finite_loss(logs):
+            self._save_model()
+            self.saved_step = step
 
     def _save_model(self):
         tf.io.gfile.makedirs(self.backup_dir)
@@ -66,14 +103,23 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         tf.io.gfile.rename(partial, self._weights_path, overwrite=True)
 
     def _load_model(self):
-        super()._load_model()  # The weights (and step counter), if any.
+        try:
+            super()._load_model()  # The weights (and step counter), if any.
+        except ValueError as error:
+            # Keras lists every layer that does not fit, over many lines.
+            raise ValueError(
+                "The backup does not fit this model: the run it belongs to "
+                "has another model config. Rerun with that config to resume "
+                "it, or train in a new directory. "
+                f"Received: backup_dir={self.backup_dir}"
+            ) from error
         if self.model.optimizer.built:
             self.model._initial_epoch = current_step(self.model) // self.steps_per_epoch
 
 
 class KeepLastCheckpoints(keras.callbacks.Callback):
-    """Saves `ckpt-<step>.keras` (weights and optimizer) each epoch and
-    deletes all but the newest `keep` of them.
+    """Saves `ckpt-<step>.keras` (weights and optimizer) at the end of each
+    epoch whose loss stayed finite and deletes all but the newest `keep`.
 
     These files are what `averaging.average_checkpoints` averages (the
     paper averages the last 5 or 20, section 6.1). Resumption after a crash
@@ -92,6 +138,8 @@ class KeepLastCheckpoints(keras.callbacks.Callback):
         self.keep = keep
 
     def on_epoch_end(self, epoch, logs=None):
+        if not _finite_loss(logs):
+            return
         tf.io.gfile.makedirs(self.checkpoint_dir)
         step = current_step(self.model)
         path = checkpoint_path(self.checkpoint_dir, step)
@@ -148,8 +196,7 @@ class StopOnNaN(keras.callbacks.Callback):
         self.nan_step = None
 
     def on_train_batch_end(self, batch, logs=None):
-        loss = (logs or {}).get("loss")
-        if loss is not None and not np.isfinite(float(loss)):
+        if not _finite_loss(logs):
             self.nan_step = current_step(self.model)
             self.model.stop_training = True
 
@@ -200,7 +247,7 @@ class BleuEvaluator(keras.callbacks.Callback):
 
         step = current_step(self.model)
         due = step % self.every_steps == 0 or step >= self.final_step
-        if not due or step == self._last_evaluated:
+        if not due or step == self._last_evaluated or not _finite_loss(logs):
             return
         hypotheses = self.translate_fn(self.sources)
         self.last_scores = evaluation.score(

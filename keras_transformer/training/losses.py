@@ -31,9 +31,14 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     Call arguments:
         y_true: int labels [B, T].
         y_pred: float logits [B, T, V].
+        sample_weight: optional weights [B] (per sentence) or [B, T] (per
+            token), e.g. of `model.fit(..., sample_weight=...)`: they weight
+            each token in the sum and in the token count, so ones change
+            nothing and zeros remove tokens.
 
     Returns:
-        The mean smoothed cross-entropy per real target token (a scalar).
+        The mean smoothed cross-entropy per real target token (a scalar),
+        weighted by `sample_weight` when given.
     """
 
     def __init__(
@@ -53,11 +58,20 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         self.label_smoothing = label_smoothing
         self.pad_id = pad_id
 
-    def call(self, y_true, y_pred):
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        if sample_weight is None:
+            return super().__call__(y_true, y_pred)
+        # Keras's `Loss.__call__` would scale the token mean that `call`
+        # returns by each weight and sum them (B times the loss for ones);
+        # the weights weight tokens instead.
+        with keras.name_scope(self.name):
+            return self.call(y_true, y_pred, sample_weight)
+
+    def call(self, y_true, y_pred, sample_weight=None):
         labels = ops.cast(y_true, "int32")
         logits = ops.cast(y_pred, "float32")
         per_token = smoothed_token_losses(labels, logits, self.label_smoothing)
-        weights = ops.cast(ops.not_equal(labels, self.pad_id), "float32")
+        weights = token_weights(labels, self.pad_id, sample_weight)
         total = ops.sum(per_token * weights)
         num_tokens = ops.sum(weights)
         replica_context = tf.distribute.get_replica_context()
@@ -71,6 +85,27 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
             "label_smoothing": self.label_smoothing,
             "pad_id": self.pad_id,
         }
+
+
+def token_weights(labels, pad_id, sample_weight=None):
+    """float32 weights [B, T] of the tokens of `labels` [B, T]: 0 at
+    `pad_id`, else 1 times `sample_weight` [B] or [B, T] when given.
+
+    Raises:
+        ValueError: if `sample_weight` is neither [B] nor [B, T].
+    """
+    weights = ops.cast(ops.not_equal(labels, pad_id), "float32")
+    if sample_weight is None:
+        return weights
+    sample_weight = ops.cast(sample_weight, "float32")
+    if sample_weight.shape.rank not in (None, 1, 2):  # None: unknown in a trace
+        raise ValueError(
+            "`sample_weight` must have shape [B] (per sentence) or [B, T] "
+            f"(per token). Received: sample_weight.shape={sample_weight.shape}"
+        )
+    # [B] -> [B, 1] (per sentence), [B, T] unchanged; also when a traced
+    # function leaves the rank unknown.
+    return weights * ops.reshape(sample_weight, (ops.shape(weights)[0], -1))
 
 
 def smoothed_token_losses(labels, logits, label_smoothing):

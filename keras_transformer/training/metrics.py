@@ -8,10 +8,16 @@ import tensorflow as tf
 from keras import ops
 
 from keras_transformer import tokens
+from keras_transformer.training.losses import token_weights
 
 
 class _MaskedTokenMean(keras.metrics.Metric):
-    """Running mean of a per-token value over real (non-padding) labels."""
+    """Running mean of a per-token value over real (non-padding) labels.
+
+    `update_state(y_true, y_pred, sample_weight)` takes optional weights [B]
+    (per sentence) or [B, T] (per token); zeros remove tokens from the mean.
+    (`model.fit` passes its `sample_weight` to `weighted_metrics` only.)
+    """
 
     def __init__(self, pad_id=tokens.PAD_ID, name=None, dtype="float32"):
         super().__init__(name=name, dtype=dtype)
@@ -24,9 +30,7 @@ class _MaskedTokenMean(keras.metrics.Metric):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         labels = ops.cast(y_true, "int32")
-        weights = ops.cast(ops.not_equal(labels, self.pad_id), "float32")
-        if sample_weight is not None:
-            weights = weights * ops.cast(sample_weight, "float32")
+        weights = token_weights(labels, self.pad_id, sample_weight)
         values = self.token_values(labels, ops.cast(y_pred, "float32"))
         self.total.assign_add(ops.sum(values * weights))
         self.count.assign_add(ops.sum(weights))

@@ -88,3 +88,30 @@ def transformer_optimizer(
         epsilon=epsilon,
         **kwargs,
     )
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer")
+class StepCountingLossScaleOptimizer(keras.optimizers.LossScaleOptimizer):
+    """`keras.optimizers.LossScaleOptimizer` whose `iterations` counts every
+    step, including the ones it skips for non-finite gradients.
+
+    Keras 3's optimizer advances `iterations` (the inner optimizer's) only on
+    the steps it applies, while `fit` runs a fixed number of steps: a run
+    whose loss scale overflowed then names its checkpoints, resumes and
+    schedules BLEU by a counter that lags the steps run (and a rerun
+    overshoots). Keras 2's optimizer counted skipped steps too; so does this
+    one, so the learning rate also follows the steps run, as with
+    `float32`. The variables and config are those of
+    `keras.optimizers.LossScaleOptimizer`.
+
+    Args:
+        As `keras.optimizers.LossScaleOptimizer`.
+    """
+
+    def apply(self, grads, trainable_variables=None):
+        # Read before the update (resource ops run in program order), and
+        # set unconditionally afterwards: every replica runs the same ops,
+        # whether or not the step was skipped.
+        step = tf.identity(self.iterations)
+        super().apply(grads, trainable_variables)
+        self.iterations.assign(step + 1)

@@ -14,19 +14,21 @@ from keras_transformer import tokens
 from keras_transformer.training.losses import (
     LabelSmoothedCrossEntropy,
     smoothed_token_losses,
+    token_weights,
 )
 
 
-def _loss_sum_and_gradients(model, label_smoothing, x, y):
-    """One replica's summed token loss, token count, logits and gradients of
-    the (loss-scaled) sum: the part of the step compiled by XLA."""
+def _loss_sum_and_gradients(model, label_smoothing, x, y, sample_weight=None):
+    """One replica's summed token loss, token count (both weighted by
+    `sample_weight` [B] or [B, T] when given), logits and gradients of the
+    (loss-scaled) sum: the part of the step compiled by XLA."""
     with tf.GradientTape() as tape:
         logits = model(x, training=True)
         labels = tf.cast(y, tf.int32)
         per_token = smoothed_token_losses(
             labels, tf.cast(logits, tf.float32), label_smoothing
         )
-        weights = tf.cast(tf.not_equal(labels, tokens.PAD_ID), tf.float32)
+        weights = token_weights(labels, tokens.PAD_ID, sample_weight)
         total = tf.reduce_sum(per_token * weights)
         scaled = model.optimizer.scale_loss(total)
     gradients = tape.gradient(scaled, model.trainable_weights)
@@ -43,12 +45,14 @@ def train_step(model, data):
     Args:
         model: a compiled `Transformer` whose loss is a
             `LabelSmoothedCrossEntropy`.
-        data: `(features, labels)` of one replica.
+        data: `(features, labels)` or `(features, labels, sample_weight)`
+            of one replica (weights as `LabelSmoothedCrossEntropy` takes).
 
     Returns:
         The metrics dict, as `Model.train_step` returns it.
     """
     x, y = data[0], data[1]
+    sample_weight = data[2] if len(data) > 2 else None
     loss_fn = model.loss
     if not isinstance(loss_fn, LabelSmoothedCrossEntropy):
         raise TypeError(
@@ -59,12 +63,14 @@ def train_step(model, data):
     compiled = getattr(model, "_replica_xla_function", None)
     if compiled is None:
         compiled = tf.function(
-            lambda x, y: _loss_sum_and_gradients(model, loss_fn.label_smoothing, x, y),
+            lambda x, y, w: _loss_sum_and_gradients(
+                model, loss_fn.label_smoothing, x, y, w
+            ),
             jit_compile=True,
             reduce_retracing=True,
         )
         model._replica_xla_function = compiled
-    total, num_tokens, logits, gradients = compiled(x, y)
+    total, num_tokens, logits, gradients = compiled(x, y, sample_weight)
     context = tf.distribute.get_replica_context()
     num_replicas = context.num_replicas_in_sync
     if num_replicas > 1:
@@ -77,4 +83,4 @@ def train_step(model, data):
     model._loss_tracker.update_state(
         total / num_tokens * num_replicas, sample_weight=tf.shape(y)[0]
     )
-    return model.compute_metrics(x, y, logits, sample_weight=None)
+    return model.compute_metrics(x, y, logits, sample_weight=sample_weight)

@@ -5,6 +5,8 @@ token batches, strategy, model, `fit` with resumable checkpoints,
 TensorBoard and dev-set BLEU. It reads no flags.
 
 Files in `model_dir`:
+    settings.json              what a rerun must keep: model config, data,
+                               languages, precision (`run_checks.save_settings`)
     vocab.model, vocab.vocab   the shared subword vocabulary (sentencepiece)
     model.keras                the model after the last step
     checkpoints/ckpt-<step>.keras   the last `keep_checkpoints` checkpoints
@@ -21,10 +23,13 @@ import tensorflow as tf
 from keras_transformer.config import TransformerConfig
 from keras_transformer.model import build_transformer
 from keras_transformer.training import callbacks as callbacks_lib
-from keras_transformer.training import distribution
+from keras_transformer.training import distribution, run_checks
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedTokenAccuracy, TargetTokenCount
-from keras_transformer.training.optimizer import transformer_optimizer
+from keras_transformer.training.optimizer import (
+    StepCountingLossScaleOptimizer,
+    transformer_optimizer,
+)
 
 # Vocabulary of the demo corpus (it has about 4,300 distinct BPE merges).
 DEMO_VOCAB_SIZE = 2000
@@ -75,7 +80,9 @@ def compile_for_training(
         config.d_model, warmup_steps, scale=learning_rate_scale
     )
     if keras.config.dtype_policy().name == "mixed_float16":
-        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        # Counts the steps it skips, so the step (checkpoint names,
+        # resumption, BLEU) is that of `fit`.
+        optimizer = StepCountingLossScaleOptimizer(optimizer)
     # Under several replicas Keras cannot XLA-compile its whole step (the
     # gradient all-reduce); each replica's forward/backward pass is then
     # compiled instead (`replica_xla.py`).
@@ -95,27 +102,6 @@ def compile_for_training(
         # pages in less new memory (README, Performance).
         model.optimizer.build(model.trainable_variables)
     return model
-
-
-def check_steps(train_steps: int, steps_per_checkpoint: int) -> None:
-    """Fails unless the run is a whole number of checkpoint intervals.
-
-    Raises:
-        ValueError: naming both values.
-    """
-    if train_steps < 1 or steps_per_checkpoint < 1:
-        raise ValueError(
-            "`train_steps` and `steps_per_checkpoint` must be positive. "
-            f"Received: train_steps={train_steps}, "
-            f"steps_per_checkpoint={steps_per_checkpoint}"
-        )
-    if train_steps % steps_per_checkpoint:
-        raise ValueError(
-            "`train_steps` must be a multiple of `steps_per_checkpoint` "
-            "(fit runs whole checkpoint intervals). "
-            f"Received: train_steps={train_steps}, "
-            f"steps_per_checkpoint={steps_per_checkpoint}"
-        )
 
 
 def run_training(
@@ -145,23 +131,29 @@ def run_training(
 ) -> TrainingResult:
     """Trains (or resumes training of) a Transformer in `model_dir`.
 
-    Restarting the same call after a crash resumes from the last checkpoint
-    interval: weights, optimizer state and step counter (hence the learning
-    rate) continue; at most one interval of work is lost.
+    Restarting the same call after a crash resumes from the end of the last
+    checkpoint interval whose checkpoint, BLEU and logs were all written
+    and whose loss stayed finite: weights, optimizer state and step counter
+    (hence the learning rate) continue; at most one interval of work is
+    lost. The settings of `run_checks.check_model_dir` must not change.
 
     Args:
         config: the model config; its `vocab_size` is replaced by the
-            vocabulary's.
+            vocabulary's, and `source_vocab_size` must be unset (the
+            vocabulary is shared).
         data: the `--data` spec ("demo", "text:PREFIX", "tsv:PATH",
             "tfds:wmt14_translate/de-en").
         src_lang, tgt_lang: language codes.
-        model_dir: output directory (see the module docstring).
+        model_dir: output directory (see the module docstring): new, or
+            the one of the run to resume.
         train_steps: optimizer steps in total (paper: 100k base, 300k big).
         warmup_steps: schedule warmup (paper: 4000).
         batch_tokens: source and target token budget of a global batch
             (paper: ~25,000).
         vocab_size: subword vocabulary size when it must be learned
-            (default: the paper's for the pair, 2000 for the demo corpus).
+            (default: the paper's for the pair, 2000 for the demo corpus;
+            at least `MIN_VOCAB_SIZE`); a resumed run's vocabulary must
+            have this size.
         learning_rate_scale: factor on the paper's learning rate (Eq. 3).
         steps_per_checkpoint: steps between checkpoints, logs and BLEU
             checks.
@@ -177,25 +169,41 @@ def run_training(
         seed: seed of initialization, dropout and shuffling.
         data_dir: TFDS data directory.
         verbose: `fit`'s progress bar setting.
-        extra_callbacks: more Keras callbacks (e.g. for tests).
+        extra_callbacks: more Keras callbacks (e.g. for tests), run after
+            the run's own (so after a resumed run's state is restored).
 
     Returns:
         A `TrainingResult`.
 
     Raises:
-        ValueError: for inconsistent settings (named with their values).
+        ValueError: for inconsistent settings (named with their values),
+            checked before the data is read, and for a `model_dir` that is
+            a file or holds a run of other settings.
         FloatingPointError: if the loss becomes NaN or infinite.
     """
     from keras_transformer.data import pipeline, sources
     from keras_transformer.decoding import translator as translator_lib
 
-    check_steps(train_steps, steps_per_checkpoint)
+    run_checks.check_steps(train_steps, steps_per_checkpoint)
     if bleu_every_steps % steps_per_checkpoint:
         raise ValueError(
             "`bleu_every_steps` must be a multiple of `steps_per_checkpoint`"
             " (BLEU is computed at checkpoint ends). Received: "
             f"bleu_every_steps={bleu_every_steps}, "
             f"steps_per_checkpoint={steps_per_checkpoint}"
+        )
+    if vocab_size is not None and vocab_size < run_checks.MIN_VOCAB_SIZE:
+        raise ValueError(
+            f"`vocab_size` must be at least {run_checks.MIN_VOCAB_SIZE} (4 special ids, "
+            "256 byte pieces and one character). "
+            f"Received: vocab_size={vocab_size}"
+        )
+    if config.source_vocab_size is not None:
+        raise ValueError(
+            "The one shared vocabulary (vocab.model) sets the source and "
+            "target vocabulary sizes, so `source_vocab_size` must be unset; "
+            "choose the size with vocab_size instead. "
+            f"Received: source_vocab_size={config.source_vocab_size}"
         )
     spec = sources.parse_data_spec(data)
     if vocab_size is None and spec.kind == "demo":
@@ -206,14 +214,27 @@ def run_training(
         strategy_obj = distribution.create_strategy(strategy, num_gpus)
     else:
         strategy_obj = strategy
-    keras.utils.set_random_seed(seed)
-    distribution.set_precision(mixed_precision)
+    run_checks.check_batch_tokens(
+        batch_tokens, config.max_length, strategy_obj.num_replicas_in_sync
+    )
     write_dir = model_dir
     if not distribution.is_chief(strategy_obj):
         # Other workers write their (identical) copies aside.
         task_id = strategy_obj.cluster_resolver.task_id
         write_dir = os.path.join(model_dir, "workers", f"worker-{task_id}")
-    os.makedirs(write_dir, exist_ok=True)
+    settings = config.to_dict()
+    del settings["vocab_size"]  # The vocabulary's, checked once loaded.
+    settings.update(
+        data=data,
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
+        # Loss scaling adds optimizer variables: backups of one precision
+        # do not load into the other.
+        mixed_precision=mixed_precision,
+    )
+    run_checks.check_model_dir(write_dir, settings)
+    keras.utils.set_random_seed(seed)
+    distribution.set_precision(mixed_precision)
     vocab_path = os.path.join(write_dir, "vocab.model")
     tokenizer = pipeline.load_or_train_tokenizer(
         spec,
@@ -223,6 +244,13 @@ def run_training(
         vocab_size=vocab_size,
         data_dir=data_dir,
     )
+    if vocab_size is not None and tokenizer.vocab_size != vocab_size:
+        raise ValueError(
+            f"`vocab_size` differs from the {tokenizer.vocab_size} pieces of "
+            f"{vocab_path}, which the run in model_dir learned: rerun with "
+            f"vocab_size={tokenizer.vocab_size} (or none) to resume it, or "
+            f"pass a new model_dir. Received: vocab_size={vocab_size}"
+        )
     config = config.replace(vocab_size=tokenizer.vocab_size)
     # Not the default strategy: per-replica (and per-worker) batches.
     distributed = strategy_obj is not tf.distribute.get_strategy()
@@ -253,13 +281,13 @@ def run_training(
     }
     nan_stop = callbacks_lib.StopOnNaN()
     bleu = None
+    # In this order at each interval's end: the logs, the checkpoint, BLEU
+    # (into the logs), TensorBoard, and last the backup, which moves the
+    # resume point past the interval only once all of it is written.
     run_callbacks = [
-        # Kept after the last step, so rerunning a finished run is a no-op.
-        callbacks_lib.ResumableBackup(
-            os.path.join(write_dir, "backup"), steps_per_checkpoint
-        ),
         nan_stop,
         callbacks_lib.ThroughputLogger(),
+        callbacks_lib.KeepLastCheckpoints(paths["checkpoint_dir"], keep_checkpoints),
     ]
     if bleu_max_sentences:
         dev_sources, dev_references = sources.load_pairs(
@@ -275,11 +303,19 @@ def run_training(
             final_step=train_steps,
         )
         run_callbacks.append(bleu)
+    # Kept after the last step, so rerunning a finished run is a no-op.
+    backup = callbacks_lib.ResumableBackup(
+        os.path.join(write_dir, "backup"), steps_per_checkpoint
+    )
     run_callbacks += [
-        callbacks_lib.KeepLastCheckpoints(paths["checkpoint_dir"], keep_checkpoints),
         keras.callbacks.TensorBoard(paths["log_dir"]),
+        backup,
+        # After the backup, so they see a resumed run's restored state.
         *extra_callbacks,
     ]
+    # Only now: a run that failed before training never locks model_dir
+    # to its settings.
+    run_checks.save_settings(write_dir, settings)
     history = model.fit(
         dataset,
         epochs=train_steps // steps_per_checkpoint,
@@ -289,12 +325,19 @@ def run_training(
     )
     step = callbacks_lib.current_step(model)
     if nan_stop.nan_step is not None:
+        restart = (
+            f"it resumes from step {backup.saved_step}, the end of the last "
+            "interval with a finite loss"
+            if backup.saved_step
+            else "it starts over, as no interval ended with a finite loss"
+        )
+        if mixed_precision == "mixed_float16":
+            restart += " (or train in float32, in a new --model_dir)"
         raise FloatingPointError(
             f"The training loss became NaN or infinite at step "
-            f"{nan_stop.nan_step}. Lower the learning rate "
-            "(--learning_rate_scale), raise --warmup_steps, or train in "
-            "float32; the run restarts from the last checkpoint in "
-            f"{paths['checkpoint_dir']}. Received: "
+            f"{nan_stop.nan_step}, so that interval was not saved. Lower the "
+            "learning rate (--learning_rate_scale) or raise --warmup_steps "
+            f"and rerun: {restart}. Received: "
             f"mixed_precision={mixed_precision}, "
             f"learning_rate_scale={learning_rate_scale}"
         )

@@ -217,17 +217,41 @@ class MultiHeadAttentionTest(TestCase):
     @parameterized.parameters("mixed_float16", "mixed_bfloat16")
     def test_decoding_steps_under_mixed_precision(self, policy):
         # Half-precision steps keep `tf.matmul` (no float16 kernel for the
-        # step's `BatchMatMulV3` on CPU) and match the full pass.
+        # step's `BatchMatMulV3` on CPU) and match the full pass, also with
+        # what is computed outside `__call__` (no autocast there): the
+        # decoding weights and the projected memory.
         layer = self.make_layer(dtype=policy)
-        x = np.random.default_rng(9).normal(size=(2, 3, 12)).astype("float32")
-        full = layer(x, use_causal_mask=True)
-        cache = layer.initial_cache(2, dtype=layer.compute_dtype)
-        steps = []
-        for t in range(3):
-            out, cache = layer(x[:, t : t + 1], cache=cache)
-            steps.append(out)
+        rng = np.random.default_rng(9)
+        x = rng.normal(size=(2, 3, 12)).astype("float32")
+        memory = rng.normal(size=(2, 5, 12)).astype("float32")
         atol = 2e-2 if policy == "mixed_bfloat16" else 2e-3
-        self.assertAllClose(ops.concatenate(steps, 1), full, atol=atol)
+        full = layer(x, use_causal_mask=True)
+        for weights in (None, layer.decoding_weights()):
+            cache = layer.initial_cache(2, dtype=layer.compute_dtype)
+            steps = []
+            for t in range(3):
+                out, cache = layer(
+                    x[:, t : t + 1], cache=cache, decoding_weights=weights
+                )
+                steps.append(out)
+            self.assertAllClose(ops.concatenate(steps, 1), full, atol=atol)
+        projected = layer.project_memory(ops.cast(memory, layer.compute_dtype))
+        self.assertEqual(projected["key"].dtype, layer.compute_dtype)
+        self.assertEqual(projected["value"].dtype, layer.compute_dtype)
+        for weights in (None, layer.decoding_weights(cross_attention=True)):
+            self.assertAllClose(
+                layer(x, memory=projected, decoding_weights=weights),
+                layer(x, memory=memory),
+                atol=atol,
+            )
+
+    def test_attention_dropout_follows_the_layer_policy(self):
+        layer = self.make_layer(dropout=0.5, dtype="mixed_float16")
+        self.assertEqual(layer.dropout_layer.dtype_policy.name, "mixed_float16")
+        x = np.random.default_rng(12).normal(size=(2, 3, 12)).astype("float32")
+        outputs = layer(x, training=True)
+        self.assertEqual(outputs.dtype, "float16")
+        self.assertNotAllClose(outputs, layer(x))  # dropped some weights
 
     def test_decoding_weights_give_the_same_steps(self):
         # 4 heads x 128 = 512 floats per kernel row: padded (see
@@ -261,6 +285,9 @@ class MultiHeadAttentionTest(TestCase):
             layers.MultiHeadAttention(num_heads=0, key_dim=4)
         with self.assertRaisesRegex(ValueError, "dropout=1.5"):
             layers.MultiHeadAttention(num_heads=2, key_dim=4, dropout=1.5)
+        for name in ("value_dim", "output_dim"):
+            with self.assertRaisesRegex(ValueError, f"Received: {name}=0"):
+                layers.MultiHeadAttention(num_heads=2, key_dim=4, **{name: 0})
 
     def test_config_round_trip(self):
         self.assert_serialization_round_trip(self.make_layer(dropout=0.1))

@@ -76,6 +76,10 @@ class ResidualConnectionTest(TestCase):
         with self.assertRaisesRegex(ValueError, "norm_position='middle'"):
             layers.ResidualConnection(0.1, norm_position="middle")
 
+    def test_bad_epsilon(self):
+        with self.assertRaisesRegex(ValueError, "Received: epsilon=0"):
+            layers.ResidualConnection(0.1, epsilon=0)
+
 
 class LayerNormalizationTest(TestCase):
     def keras_twin(self, layer, inputs):
@@ -186,3 +190,149 @@ class StackTest(TestCase):
     def test_bad_num_layers(self):
         with self.assertRaisesRegex(ValueError, "num_layers=0"):
             layers.TransformerEncoder(num_layers=0, num_heads=2, d_ff=8)
+
+    @parameterized.parameters(
+        layers.TransformerEncoderLayer, layers.TransformerDecoderLayer
+    )
+    def test_head_width_needs_d_model_divisible_by_heads(self, cls):
+        x = np.ones((1, 2, 16), "float32")
+        for num_heads in (3, 32):
+            with self.assertRaisesRegex(
+                ValueError,
+                "`d_model` must be divisible by `num_heads`.*"
+                f"Received: d_model=16, num_heads={num_heads}",
+            ):
+                cls(num_heads=num_heads, d_ff=8)(x)
+        # An explicit head width needs no divisibility.
+        self.assertEqual(cls(num_heads=3, d_ff=8, key_dim=4)(x).shape, x.shape)
+
+    def test_bad_layer_arguments(self):
+        for kwargs, message in (
+            (dict(num_heads=0), "Received: num_heads=0"),
+            (dict(layer_norm_epsilon=0.0), "Received: layer_norm_epsilon=0.0"),
+        ):
+            arguments = {"num_heads": 2, "d_ff": 8, **kwargs}
+            with self.assertRaisesRegex(ValueError, message):
+                layers.TransformerEncoderLayer(**arguments)
+            with self.assertRaisesRegex(ValueError, message):
+                layers.TransformerDecoder(num_layers=1, **arguments)
+
+
+def _spec(x):
+    """The `keras.KerasTensor` of a tensor; other arguments as they are."""
+    return keras.KerasTensor(x.shape, dtype=x.dtype) if tf.is_tensor(x) else x
+
+
+class SymbolicCallTest(TestCase):
+    """Symbolic calls (functional models) return what eager calls return."""
+
+    def assert_symbolic_call_matches(self, layer, *args, **kwargs):
+        eager = layer(*args, **kwargs)  # also builds the layer
+        symbolic = layer(
+            *tf.nest.map_structure(_spec, args),
+            **tf.nest.map_structure(_spec, kwargs),
+        )
+        tf.nest.assert_same_structure(symbolic, eager)
+        for spec, tensor in zip(tf.nest.flatten(symbolic), tf.nest.flatten(eager)):
+            self.assertIsInstance(spec, keras.KerasTensor)
+            self.assertEqual(spec.shape, tuple(tensor.shape))
+            self.assertEqual(spec.dtype, tensor.dtype.name)
+
+    def test_attention(self):
+        layer = layers.MultiHeadAttention(4, 8, value_dim=6, output_dim=10)
+        rng = np.random.default_rng(0)
+        x = tf.constant(rng.normal(size=(2, 3, 12)), tf.float32)
+        memory = tf.constant(rng.normal(size=(2, 5, 12)), tf.float32)
+        mask = layers.padding_mask(tf.constant([[5] * 5, [5] * 3 + [0] * 2]))
+        step = x[:, :1]
+        rows = layers.in_place_cache_rows(tf.zeros([2, 4], tf.int32), 0, 4)[1]
+        for case, call in (
+            ("self", lambda: (x,)),
+            ("cross", lambda: (x, memory, mask)),
+            ("projected", lambda: (step, layer.project_memory(memory), mask)),
+            (
+                "grouped",
+                lambda: (tf.tile(step, [2, 1, 1]), layer.project_memory(memory)),
+            ),
+        ):
+            for weights in (False, True):
+                with self.subTest(case, weights=weights):
+                    self.assert_symbolic_call_matches(
+                        layer, *call(), return_attention_weights=weights
+                    )
+        for case, cache, kwargs in (
+            ("growing", layer.initial_cache(2, None), {}),
+            ("fixed", layer.initial_cache(2, 4), dict(cache_index=1)),
+            (
+                "in place",
+                layer.initial_cache(2, 4, in_place=True),
+                dict(cache_index=0, cache_rows=rows),
+            ),
+        ):
+            for weights in (False, True):
+                with self.subTest(case, weights=weights):
+                    self.assert_symbolic_call_matches(
+                        layer,
+                        step,
+                        cache=cache,
+                        return_attention_weights=weights,
+                        **kwargs,
+                    )
+
+    def test_encoder_and_decoder_layers_and_stacks(self):
+        rng = np.random.default_rng(1)
+        x = tf.constant(rng.normal(size=(2, 3, 16)), tf.float32)
+        memory = tf.constant(rng.normal(size=(2, 5, 16)), tf.float32)
+        mask = layers.padding_mask(tf.constant([[5] * 5, [5] * 3 + [0] * 2]))
+        arguments = dict(num_heads=2, d_ff=8)
+        for encoder in (
+            layers.TransformerEncoderLayer(**arguments),
+            layers.TransformerEncoder(num_layers=2, **arguments),
+        ):
+            for weights in (False, True):
+                with self.subTest(encoder.name, weights=weights):
+                    self.assert_symbolic_call_matches(
+                        encoder,
+                        memory,
+                        padding_mask=mask,
+                        return_attention_weights=weights,
+                    )
+        layer = layers.TransformerDecoderLayer(**arguments)
+        stack = layers.TransformerDecoder(num_layers=2, **arguments)
+        for decoder, caches in (
+            (
+                layer,
+                lambda: (
+                    layer.self_attention.initial_cache(2, 4),
+                    layer.cross_attention.project_memory(memory),
+                ),
+            ),
+            (stack, lambda: (stack.initial_cache(2, 4), stack.project_memory(memory))),
+        ):
+            decoder(x, memory=memory)  # builds it
+            self_cache, cross_cache = caches()
+            for weights in (False, True):
+                with self.subTest(decoder.name, weights=weights):
+                    self.assert_symbolic_call_matches(
+                        decoder,
+                        x,
+                        memory=memory,
+                        memory_mask=mask,
+                        return_attention_weights=weights,
+                    )
+                    self.assert_symbolic_call_matches(
+                        decoder,
+                        x[:, :1],
+                        memory_mask=mask,
+                        self_attention_cache=self_cache,
+                        cache_index=0,
+                        cross_attention_cache=cross_cache,
+                        return_attention_weights=weights,
+                    )
+
+    def test_functional_model_exposes_attention_weights(self):
+        encoder = layers.TransformerEncoder(num_layers=2, num_heads=2, d_ff=8)
+        inputs = keras.Input((None, 16))
+        model = keras.Model(inputs, encoder(inputs, return_attention_weights=True))
+        x = np.random.default_rng(2).normal(size=(2, 3, 16)).astype("float32")
+        self.assertAllClose(model(x), encoder(x, return_attention_weights=True))

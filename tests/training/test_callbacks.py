@@ -2,8 +2,10 @@
 
 import os
 
+import keras
 import numpy as np
 import tensorflow as tf
+from absl.testing import parameterized
 
 from keras_transformer import build_transformer
 from keras_transformer.training import callbacks as callbacks_lib
@@ -14,16 +16,46 @@ from tests.test_case import TestCase
 from tests.training.test_trainer import global_batch, tiny_config
 
 
+class PoisonAt(keras.callbacks.Callback):
+    """Makes the weights NaN after step `step`: the next loss is NaN."""
+
+    def __init__(self, step):
+        super().__init__()
+        self.step = step
+
+    def on_train_batch_end(self, batch, logs=None):
+        if callbacks_lib.current_step(self.model) == self.step:
+            weight = self.model.trainable_weights[0]
+            weight.assign(np.full(weight.shape, np.nan, "float32"))
+
+
+def compiled_model():
+    return trainer.compile_for_training(
+        build_transformer(tiny_config()), 10, jit_compile=False
+    )
+
+
+def perfect_bleu(every_steps, final_step, translate=list):
+    """A `BleuEvaluator` whose "translation" (`translate`) copies the input,
+    which is the reference."""
+    return callbacks_lib.BleuEvaluator(
+        translate,
+        [fixtures.PAIRS[0][1]],
+        [fixtures.PAIRS[0][1]],
+        "de",
+        every_steps=every_steps,
+        final_step=final_step,
+    )
+
+
 class CallbacksTest(TestCase):
-    def fit(self, callbacks, epochs=3):
-        model = trainer.compile_for_training(
-            build_transformer(tiny_config()), 10, jit_compile=False
-        )
+    def fit(self, callbacks, epochs=3, model=None, steps_per_epoch=2):
+        model = model or compiled_model()
         dataset = tf.data.Dataset.from_tensors(global_batch()).repeat()
         return model, model.fit(
             dataset,
             epochs=epochs,
-            steps_per_epoch=2,
+            steps_per_epoch=steps_per_epoch,
             callbacks=callbacks,
             verbose=0,
         )
@@ -56,16 +88,9 @@ class CallbacksTest(TestCase):
 
         def translate(lines):
             calls.append(len(lines))
-            return list(lines)  # A perfect "translation".
+            return list(lines)
 
-        bleu = callbacks_lib.BleuEvaluator(
-            translate,
-            [fixtures.PAIRS[0][1]],
-            [fixtures.PAIRS[0][1]],
-            "de",
-            every_steps=4,
-            final_step=6,
-        )
+        bleu = perfect_bleu(every_steps=4, final_step=6, translate=translate)
         _, history = self.fit([bleu])
         self.assertEqual(calls, [1, 1])  # steps 4 and 6, not 2
         self.assertAlmostEqual(bleu.last_scores.bleu, 100.0)
@@ -80,3 +105,77 @@ class CallbacksTest(TestCase):
     def test_keep_must_be_positive(self):
         with self.assertRaisesRegex(ValueError, "Received: keep=0"):
             callbacks_lib.KeepLastCheckpoints(os.devnull, keep=0)
+
+    @parameterized.named_parameters(
+        ("at_an_interval_end", 5),  # The NaN loss is step 6's.
+        ("mid_interval", 4),  # Step 5's: fit stops off the interval grid.
+    )
+    def test_nothing_is_saved_after_a_nan_loss(self, poison_step):
+        # Intervals of 3 steps: steps 1-3 are clean, 4-6 end in a NaN loss.
+        folder = fixtures.tempdir(self)
+        checkpoint_dir = os.path.join(folder, "checkpoints")
+        backup_dir = os.path.join(folder, "backup")
+        nan_stop = callbacks_lib.StopOnNaN()
+        bleu = perfect_bleu(every_steps=3, final_step=6)
+        evaluated = []
+        record = keras.callbacks.LambdaCallback(
+            on_epoch_end=lambda epoch, logs: evaluated.append("bleu" in logs)
+        )
+        backup = callbacks_lib.ResumableBackup(backup_dir, steps_per_epoch=3)
+        model, _ = self.fit(
+            [
+                PoisonAt(poison_step),
+                nan_stop,
+                callbacks_lib.KeepLastCheckpoints(checkpoint_dir, keep=5),
+                bleu,
+                record,
+                backup,
+            ],
+            epochs=2,
+            steps_per_epoch=3,
+        )
+        self.assertEqual(nan_stop.nan_step, poison_step + 1)
+        self.assertEqual(callbacks_lib.current_step(model), poison_step + 1)
+        # Only the interval whose every loss was finite was saved.
+        self.assertEqual(
+            [step for step, _ in callbacks_lib.list_checkpoints(checkpoint_dir)],
+            [3],
+        )
+        self.assertEqual(evaluated, [True, False])
+        self.assertEqual(backup.saved_step, 3)
+        # A rerun resumes from there, with finite weights.
+        rerun = compiled_model()
+        restore = callbacks_lib.ResumableBackup(backup_dir, steps_per_epoch=3)
+        restore.set_model(rerun)
+        restore.on_train_begin()
+        self.assertEqual(callbacks_lib.current_step(rerun), 3)
+        self.assertEqual(rerun._initial_epoch, 1)
+        self.assertTrue(all(np.isfinite(w).all() for w in rerun.get_weights()))
+
+    def test_backup_saves_whole_intervals_only(self):
+        backup_dir = os.path.join(fixtures.tempdir(self), "backup")
+        backup = callbacks_lib.ResumableBackup(backup_dir, steps_per_epoch=2)
+        stop = keras.callbacks.LambdaCallback(
+            on_train_batch_end=lambda batch, logs: setattr(
+                model, "stop_training", callbacks_lib.current_step(model) == 3
+            )
+        )
+        model = compiled_model()
+        self.fit([stop, backup], model=model)
+        # Stopped (with a finite loss) at step 3: the resume point stays at
+        # the end of the last whole interval, so a rerun ends on the grid.
+        self.assertEqual(callbacks_lib.current_step(model), 3)
+        self.assertEqual(backup.saved_step, 2)
+
+    def test_a_backup_of_another_model_fails_in_one_line(self):
+        backup_dir = os.path.join(fixtures.tempdir(self), "backup")
+        self.fit([callbacks_lib.ResumableBackup(backup_dir, 2)], epochs=1)
+        other = trainer.compile_for_training(
+            build_transformer(tiny_config(num_layers=2)), 10, jit_compile=False
+        )
+        restore = callbacks_lib.ResumableBackup(backup_dir, 2)
+        restore.set_model(other)
+        with self.assertRaisesRegex(ValueError, "another model config") as caught:
+            restore.on_train_begin()
+        self.assertNotIn("\n", str(caught.exception))
+        self.assertIn(f"Received: backup_dir={backup_dir}", str(caught.exception))

@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import tensorflow as tf
 
@@ -9,13 +10,13 @@ from keras_transformer.training import (
 from tests.test_case import TestCase, eight_replica_strategy
 
 
-def reference_loss(labels, logits, eps, pad_id=0):
+def reference_loss(labels, logits, eps, pad_id=0, token_weights=1.0):
     vocab = logits.shape[-1]
     logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     target = np.full(logits.shape, eps / vocab)
     np.put_along_axis(target, labels[..., None], 1 - eps + eps / vocab, -1)
     per_token = -(target * logp).sum(-1)
-    weights = labels != pad_id
+    weights = (labels != pad_id) * token_weights
     return (per_token * weights).sum() / weights.sum()
 
 
@@ -94,6 +95,59 @@ class LabelSmoothedCrossEntropyTest(TestCase):
             rtol=1e-5,
         )
 
+    def test_sample_weights_weight_tokens(self):
+        loss = LabelSmoothedCrossEntropy(0.1)
+        unweighted = float(loss(self.labels, self.logits))
+        # Ones change nothing, per sentence [B] or per token [B, T].
+        for ones in (np.ones(3), np.ones((3, 5))):
+            self.assertAllClose(
+                float(loss(self.labels, self.logits, sample_weight=ones)),
+                unweighted,
+            )
+        # Zeros remove tokens from the sum and the count: a sentence of
+        # weight 0 counts as if it were not in the batch.
+        kept = [0, 2]
+        self.assertAllClose(
+            float(loss(self.labels, self.logits, sample_weight=[1.0, 0.0, 1.0])),
+            reference_loss(self.labels[kept], self.logits[kept], 0.1),
+            rtol=1e-5,
+        )
+        weights = np.random.default_rng(1).uniform(size=(3, 5))
+        self.assertAllClose(
+            float(loss(self.labels, self.logits, sample_weight=weights)),
+            reference_loss(self.labels, self.logits, 0.1, token_weights=weights),
+            rtol=1e-5,
+        )
+        with self.assertRaisesRegex(ValueError, "sample_weight.shape="):
+            loss(self.labels, self.logits, sample_weight=np.ones((3, 5, 1)))
+
+    def test_sample_weights_in_fit_weight_tokens(self):
+        # What `model.fit/evaluate(..., sample_weight=[B])` computes: a
+        # model whose logits are its inputs, compiled with the loss and the
+        # token metrics (Keras weights only `weighted_metrics`).
+        logits = keras.Input((5, 11))
+        model = keras.Model(logits, keras.layers.Identity()(logits))
+        model.compile(
+            loss=LabelSmoothedCrossEntropy(0.1),
+            weighted_metrics=[MaskedTokenAccuracy(), Perplexity()],
+        )
+
+        def evaluate(labels, logits, sample_weight=None):
+            return model.evaluate(
+                logits, labels, sample_weight=sample_weight, verbose=0
+            )
+
+        unweighted = evaluate(self.labels, self.logits)
+        self.assertAllClose(
+            evaluate(self.labels, self.logits, np.ones(3)), unweighted, rtol=1e-6
+        )
+        kept = [0, 2]
+        self.assertAllClose(
+            evaluate(self.labels, self.logits, np.array([1.0, 0.0, 1.0])),
+            evaluate(self.labels[kept], self.logits[kept]),
+            rtol=1e-6,
+        )
+
     def test_bad_smoothing(self):
         with self.assertRaisesRegex(ValueError, "label_smoothing=1.0"):
             LabelSmoothedCrossEntropy(1.0)
@@ -128,3 +182,28 @@ class MetricsTest(TestCase):
             np.exp(reference_loss(labels, logits, 0.0)),
             rtol=1e-5,
         )
+
+    def test_sample_weights_weight_tokens(self):
+        rng = np.random.default_rng(2)
+        logits = rng.normal(size=(3, 4, 5)).astype("float32")
+        labels = rng.integers(1, 5, size=(3, 4)).astype("int32")
+        labels[1, 2:] = 0
+        for metric in (MaskedTokenAccuracy(), Perplexity()):
+            unweighted = metric(labels, logits)
+            for ones in (np.ones(3), np.ones((3, 4))):
+                metric.reset_state()
+                self.assertAllClose(
+                    metric(labels, logits, sample_weight=ones), unweighted
+                )
+            # Sentence 1 removed, with per-sentence or per-token zeros.
+            kept = [0, 2]
+            metric.reset_state()
+            expected = metric(labels[kept], logits[kept])
+            for zeros in (
+                [1.0, 0.0, 1.0],
+                np.array([[1.0], [0.0], [1.0]]) * np.ones(4),
+            ):
+                metric.reset_state()
+                self.assertAllClose(
+                    metric(labels, logits, sample_weight=zeros), expected
+                )

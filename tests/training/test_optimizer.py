@@ -7,6 +7,7 @@ from keras_transformer.training import (
     TransformerSchedule,
     transformer_optimizer,
 )
+from keras_transformer.training.optimizer import StepCountingLossScaleOptimizer
 from tests import test_case
 
 
@@ -129,3 +130,53 @@ class TransformerOptimizerTest(test_case.TestCase):
             (0.9, 0.98, 1e-9),
         )
         self.assertIsInstance(optimizer._learning_rate, TransformerSchedule)
+
+
+class StepCountingLossScaleOptimizerTest(test_case.TestCase):
+    def assert_counts_skipped_steps(self, strategy=None, jit_compile=False):
+        weights, gradients = _weights_and_gradients()
+        gradients[1][0][0, 0] = np.inf  # The second step overflows.
+        strategy = strategy or tf.distribute.get_strategy()
+        with strategy.scope():
+            optimizer = StepCountingLossScaleOptimizer(
+                _papers_adam(FusedAdam), initial_scale=8.0
+            )
+            variables = [keras.Variable(w) for w in weights]
+            optimizer.build(variables)
+
+        @tf.function(jit_compile=jit_compile)
+        def apply(step_gradients):
+            strategy.run(lambda: optimizer.apply(step_gradients, variables))
+
+        after = []
+        for step_gradients in gradients:
+            apply([tf.constant(g) for g in step_gradients])
+            after.append(
+                (
+                    [v.numpy() for v in variables],
+                    int(optimizer.iterations.numpy()),
+                    float(optimizer.dynamic_scale.numpy()),
+                )
+            )
+        # The overflowing step left the weights alone and halved the loss
+        # scale, but every step counted.
+        for skipped, before in zip(after[1][0], after[0][0]):
+            self.assertAllEqual(skipped, before)
+        self.assertEqual([scale for *_, scale in after], [8.0, 4.0, 4.0, 4.0])
+        self.assertEqual([step for _, step, _ in after], [1, 2, 3, 4])
+        self.assertGreater(np.abs(after[3][0][0] - after[1][0][0]).max(), 1e-3)
+
+    def test_counts_skipped_steps(self):
+        self.assert_counts_skipped_steps()
+
+    def test_counts_skipped_steps_under_xla(self):
+        self.assert_counts_skipped_steps(jit_compile=True)
+
+    def test_counts_skipped_steps_across_mirrored_replicas(self):
+        self.assert_counts_skipped_steps(strategy=test_case.eight_replica_strategy())
+
+    def test_serialization_round_trip(self):
+        optimizer = StepCountingLossScaleOptimizer(transformer_optimizer(64, 10))
+        revived = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+        self.assertIsInstance(revived, StepCountingLossScaleOptimizer)
+        self.assertIsInstance(revived.inner_optimizer, FusedAdam)

@@ -107,9 +107,12 @@ class TrainProcessesTest(TestCase):
         self.assertIn("padding efficiency", result.stdout)
         after = checkpoint_files(checkpoint_dir)
         # The restarted run continued after the last finished interval: it
-        # rewrote none of the killed run's checkpoints, and wrote the rest.
+        # rewrote none of the killed run's checkpoints (but perhaps the
+        # newest: a kill before its interval's backup redoes the interval),
+        # and wrote the rest.
         for step, stamp in before.items():
-            self.assertEqual(after[step], stamp, f"ckpt-{step} was rewritten")
+            if step < max(before):
+                self.assertEqual(after[step], stamp, f"ckpt-{step} was rewritten")
         self.assertEqual(sorted(after), list(range(2, 41, 2)))
         model = keras.saving.load_model(os.path.join(model_dir, "model.keras"))
         self.assertEqual(int(model.optimizer.iterations.numpy()), 40)

@@ -1,7 +1,9 @@
 """Tests of the fit-based training run: distribution, resumption, NaN."""
 
+import json
 import os
 import re
+from unittest import mock
 
 import keras
 import numpy as np
@@ -11,7 +13,7 @@ from absl.testing import parameterized
 
 from keras_transformer import TransformerConfig, build_transformer
 from keras_transformer.training import callbacks as callbacks_lib
-from keras_transformer.training import distribution, trainer
+from keras_transformer.training import distribution, run_checks, trainer
 from keras_transformer.training.schedule import TransformerSchedule
 from tests.data import fixtures
 from tests.test_case import TestCase, eight_replica_strategy
@@ -70,6 +72,11 @@ class CrashAt(keras.callbacks.Callback):
 class FirstStepRecorder(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         self.first_step = callbacks_lib.current_step(self.model)
+
+
+def finite_weights(path):
+    model = keras.saving.load_model(path)
+    return all(np.isfinite(w).all() for w in model.get_weights())
 
 
 class TrainerTest(TestCase):
@@ -144,7 +151,7 @@ class TrainerTest(TestCase):
         self.assertEqual(callbacks_lib.current_step(model), 1)
         self.assertTrue(all(np.any(m.numpy()) for m in optimizer._velocities))
 
-    def run_training(self, folder, **overrides):
+    def run_training(self, folder, config=None, **overrides):
         """`trainer.run_training` of the tiny model on the fixture corpus."""
         arguments = {
             "data": write_corpus(folder),
@@ -160,7 +167,7 @@ class TrainerTest(TestCase):
             "verbose": 0,
             **overrides,
         }
-        return trainer.run_training(tiny_config(), **arguments)
+        return trainer.run_training(config or tiny_config(), **arguments)
 
     @pytest.mark.slow
     def test_resumes_after_a_crash_where_it_stopped(self):
@@ -191,6 +198,13 @@ class TrainerTest(TestCase):
         # Rerunning a finished run trains no further.
         again = self.run_training(folder, train_steps=6, keep_checkpoints=2)
         self.assertEqual(again.step, 6)
+        # Nor can a rerun change what the saved weights and vocabulary fit.
+        with self.assertRaisesRegex(ValueError, "num_layers=1 there, 2 now"):
+            self.run_training(folder, tiny_config(num_layers=2), train_steps=8)
+        with self.assertRaisesRegex(
+            ValueError, f"rerun with vocab_size={fixtures.VOCAB_SIZE} "
+        ):
+            self.run_training(folder, train_steps=8, vocab_size=fixtures.VOCAB_SIZE + 8)
 
     @pytest.mark.slow
     @pytest.mark.xdist_group("multi_core")
@@ -209,17 +223,137 @@ class TrainerTest(TestCase):
         self.assertIsNotNone(result.dev_bleu)
 
     @pytest.mark.slow
-    def test_nan_loss_stops_with_a_clear_error(self):
+    def test_nan_loss_stops_with_a_clear_error_and_saves_nothing(self):
+        folder = fixtures.tempdir(self)
+        settings = {"train_steps": 4, "warmup_steps": 1, "steps_per_checkpoint": 4}
         with self.assertRaisesRegex(
-            FloatingPointError, "NaN or infinite at step .*learning_rate_scale"
+            FloatingPointError,
+            "NaN or infinite at step .*learning_rate_scale.* starts over",
         ):
+            self.run_training(folder, learning_rate_scale=1e30, **settings)
+        # The NaN step's weights were saved nowhere: rerun as advised, the
+        # run starts over and trains.
+        result = self.run_training(folder, learning_rate_scale=1.0, **settings)
+        self.assertEqual(result.step, 4)
+        self.assertTrue(finite_weights(result.model_path))
+        checkpoints = callbacks_lib.list_checkpoints(result.checkpoint_dir)
+        self.assertEqual([step for step, _ in checkpoints], [4])
+        self.assertTrue(finite_weights(checkpoints[0][1]))
+
+    @pytest.mark.slow
+    def test_a_kill_before_the_backup_redoes_the_interval(self):
+        folder = fixtures.tempdir(self)
+        evaluate = callbacks_lib.BleuEvaluator.on_epoch_end
+        bleu_steps = []
+
+        def killed_at_4(evaluator, epoch, logs=None):
+            if callbacks_lib.current_step(evaluator.model) == 4:
+                raise KeyboardInterrupt("killed during BLEU at step 4")
+            evaluate(evaluator, epoch, logs)
+
+        def recorded(evaluator, epoch, logs=None):
+            evaluate(evaluator, epoch, logs)
+            if "bleu" in logs:
+                bleu_steps.append(callbacks_lib.current_step(evaluator.model))
+
+        settings = {
+            "train_steps": 6,
+            "bleu_every_steps": 4,
+            "bleu_max_sentences": 1,
+            "keep_checkpoints": 5,
+        }
+        with (
+            mock.patch.object(callbacks_lib.BleuEvaluator, "on_epoch_end", killed_at_4),
+            self.assertRaisesRegex(KeyboardInterrupt, "step 4"),
+        ):
+            self.run_training(folder, **settings)
+        with mock.patch.object(callbacks_lib.BleuEvaluator, "on_epoch_end", recorded):
+            result = self.run_training(folder, **settings)
+        # The backup, written last, still held step 2: the rerun redid steps
+        # 3-4, so step 4 has its checkpoint and its BLEU.
+        self.assertEqual(bleu_steps, [4, 6])
+        checkpoints = callbacks_lib.list_checkpoints(result.checkpoint_dir)
+        self.assertEqual([step for step, _ in checkpoints], [2, 4, 6])
+
+    def test_settings_are_checked_before_the_data_is_read(self):
+        folder = fixtures.tempdir(self)
+        a_file = os.path.join(folder, "a_file")
+        fixtures.write(a_file, "")
+        for overrides, message in (
+            (
+                {"vocab_size": run_checks.MIN_VOCAB_SIZE - 1},
+                f"at least {run_checks.MIN_VOCAB_SIZE}.*vocab_size=260",
+            ),
+            (
+                {"config": tiny_config(source_vocab_size=VOCAB)},
+                "shared vocabulary.*source_vocab_size=50",
+            ),
+            ({"batch_tokens": 31}, "batch_tokens=31, max_length=32, replicas=1"),
+            ({"model_dir": a_file}, "is an existing file.*model_dir="),
+        ):
+            with (
+                self.subTest(overrides=overrides),
+                self.assertRaisesRegex(ValueError, message),
+            ):
+                trainer.run_training(
+                    **{
+                        "config": tiny_config(),
+                        "data": "text:" + os.path.join(folder, "missing"),
+                        "src_lang": "en",
+                        "tgt_lang": "de",
+                        "model_dir": os.path.join(folder, "run"),
+                        "train_steps": 2,
+                        "steps_per_checkpoint": 2,
+                        "batch_tokens": 64,
+                        "vocab_size": fixtures.VOCAB_SIZE,
+                        **overrides,
+                    }
+                )
+            self.assertFalse(os.path.exists(os.path.join(folder, "run")))
+
+    def test_min_vocab_size_passes_the_tokenizers_own_minimum(self):
+        folder = fixtures.tempdir(self)
+        # The rest is the text's: one piece per character it covers.
+        with self.assertRaisesRegex(ValueError, "needs at least"):
             self.run_training(
-                fixtures.tempdir(self),
-                train_steps=4,
-                warmup_steps=1,
-                learning_rate_scale=1e30,
-                steps_per_checkpoint=4,
+                folder, train_steps=2, vocab_size=run_checks.MIN_VOCAB_SIZE
             )
+        # The run failed before training: a rerun may change any setting.
+        settings = os.path.join(folder, "run", run_checks.SETTINGS_FILE)
+        self.assertFalse(os.path.exists(settings))
+
+    def test_model_dir_keeps_the_settings_of_its_run(self):
+        model_dir = os.path.join(fixtures.tempdir(self), "run")
+        settings = {"num_layers": 1, "dropout": 0.1, "data": "text:a"}
+        run_checks.check_model_dir(model_dir, settings)  # Creates it.
+        run_checks.save_settings(model_dir, settings)
+        with open(os.path.join(model_dir, run_checks.SETTINGS_FILE)) as f:
+            self.assertEqual(json.load(f), settings)
+        run_checks.check_model_dir(model_dir, settings)  # The same: resumable.
+        with self.assertRaisesRegex(
+            ValueError,
+            re.escape("(num_layers=1 there, 2 now; data='text:a' there, 'text:b' now)")
+            + ".*new model_dir. Received: model_dir=",
+        ):
+            run_checks.check_model_dir(
+                model_dir, {**settings, "num_layers": 2, "data": "text:b"}
+            )
+
+    def test_float16_steps_skipped_by_loss_scaling_count(self):
+        distribution.set_precision("mixed_float16")
+        model = trainer.compile_for_training(
+            build_transformer(tiny_config()), warmup_steps=10, jit_compile=False
+        )
+        before = model.get_weights()
+        # A scale that overflows float16 gradients: the step is skipped.
+        model.optimizer.dynamic_scale.assign(2.0**40)
+        model.train_on_batch(*global_batch())
+        self.assertEqual(float(model.optimizer.dynamic_scale.numpy()), 2.0**39)
+        for got, want in zip(model.get_weights(), before):
+            self.assertAllEqual(got, want)
+        # Counted all the same: checkpoints, resumption and BLEU use the
+        # step of `fit`.
+        self.assertEqual(callbacks_lib.current_step(model), 1)
 
     def test_strategies_by_name(self):
         self.assertEqual(
@@ -264,6 +398,6 @@ class TrainerTest(TestCase):
             ValueError,
             re.escape("Received: train_steps=5, steps_per_checkpoint=2"),
         ):
-            trainer.check_steps(5, 2)
+            run_checks.check_steps(5, 2)
         with self.assertRaisesRegex(ValueError, "must be positive"):
-            trainer.check_steps(0, 1)
+            run_checks.check_steps(0, 1)
