@@ -33,6 +33,8 @@ def run(module, *args, stdin=None):
 
 
 @pytest.mark.slow
+# One worker runs the whole class: its setUpClass saves and exports a model, once.
+@pytest.mark.xdist_group("commands")
 class CommandsTest(TestCase):
     @classmethod
     def setUpClass(cls):

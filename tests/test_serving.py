@@ -90,6 +90,8 @@ def run(args):
 
 
 @pytest.mark.slow
+# One worker runs the whole class: its setUpClass exports models (~30 s), once.
+@pytest.mark.xdist_group("serving_export")
 class ExportTest(TestCase):
     @classmethod
     def setUpClass(cls):
