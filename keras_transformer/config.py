@@ -1,10 +1,22 @@
 """Frozen model configs: the paper's base and big models, Table 3 rows, tiny."""
 
 import dataclasses
+import numbers
+
+from keras_transformer import tokens
 
 POSITIONAL_CHOICES = ("sinusoidal", "learned")
 SHARING_CHOICES = ("all", "target", "none")
 NORM_CHOICES = ("post", "pre")
+
+# The special ids plus at least one token to translate.
+_MIN_VOCAB_SIZE = tokens.NUM_SPECIAL_TOKENS + 1
+_VOCAB_REASON = (
+    f" (ids 0-{tokens.NUM_SPECIAL_TOKENS - 1} are the special tokens "
+    f"{tokens.PAD_PIECE}, {tokens.UNK_PIECE}, {tokens.BOS_PIECE}, "
+    f"{tokens.EOS_PIECE}, and a vocabulary needs at least one more)"
+)
+_OPTIONAL_FIELDS = ("key_dim", "value_dim", "source_vocab_size")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,6 +53,12 @@ class TransformerConfig:
         norm_position: "post" is the paper's `LayerNorm(x + Sublayer(x))`;
             "pre" normalises the sublayer input and adds a final LayerNorm.
         layer_norm_epsilon: epsilon of every LayerNormalization.
+
+    Raises:
+        ValueError: for a field of the wrong type (bools are not numbers
+            here) or out of range, a vocabulary without room for a token
+            beyond the 4 special ids, or an odd `d_model` with sinusoidal
+            positions.
     """
 
     vocab_size: int = 37000
@@ -61,13 +79,18 @@ class TransformerConfig:
     layer_norm_epsilon: float = 1e-6
 
     def __post_init__(self):
-        for name in ("vocab_size", "num_layers", "d_model", "d_ff"):
-            _check_positive_int(name, getattr(self, name))
-        _check_positive_int("num_heads", self.num_heads)
-        _check_positive_int("max_length", self.max_length)
-        for name in ("key_dim", "value_dim", "source_vocab_size"):
-            if getattr(self, name) is not None:
-                _check_positive_int(name, getattr(self, name))
+        for name in ("vocab_size", "source_vocab_size"):
+            self._check_int(name, _MIN_VOCAB_SIZE, _VOCAB_REASON)
+        for name in (
+            "num_layers",
+            "d_model",
+            "d_ff",
+            "num_heads",
+            "max_length",
+            "key_dim",
+            "value_dim",
+        ):
+            self._check_int(name)
         if (self.key_dim is None or self.value_dim is None) and (
             self.d_model % self.num_heads
         ):
@@ -79,14 +102,19 @@ class TransformerConfig:
                 f"num_heads={self.num_heads}"
             )
         for name in ("dropout", "attention_dropout", "label_smoothing"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(
-                    f"`{name}` must be in [0, 1). Received: {name}={value}"
-                )
+            self._check_float(name, "a number in [0, 1)", lambda x: 0 <= x < 1)
         _check_choice("positional", self.positional, POSITIONAL_CHOICES)
         _check_choice("share_embeddings", self.share_embeddings, SHARING_CHOICES)
         _check_choice("norm_position", self.norm_position, NORM_CHOICES)
+        if self.positional == "sinusoidal" and self.d_model % 2:
+            # Section 3.5: dimensions 2i and 2i + 1 are a sine/cosine pair.
+            raise ValueError(
+                "Sinusoidal positional encodings interleave sine and cosine "
+                "pairs (section 3.5), so `d_model` must be even: use an even "
+                "d_model or positional='learned'. "
+                f"Received: d_model={self.d_model}, "
+                f"positional={self.positional!r}"
+            )
         if self.share_embeddings == "all" and self.source_vocab_size not in (
             None,
             self.vocab_size,
@@ -99,11 +127,36 @@ class TransformerConfig:
                 f"Received: source_vocab_size={self.source_vocab_size}, "
                 f"vocab_size={self.vocab_size}"
             )
-        if self.layer_norm_epsilon <= 0:
-            raise ValueError(
-                "`layer_norm_epsilon` must be positive. "
-                f"Received: layer_norm_epsilon={self.layer_norm_epsilon}"
-            )
+        self._check_float("layer_norm_epsilon", "a positive number", lambda x: x > 0)
+
+    def _check_int(self, name, minimum=1, reason=""):
+        """Checks an int field (None is allowed for the optional ones)."""
+        if name in _OPTIONAL_FIELDS and getattr(self, name) is None:
+            return
+        expected = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        self._set_number(name, int, expected + reason, lambda value: value >= minimum)
+
+    def _check_float(self, name, expected, is_valid):
+        """Checks a float field; whole numbers (JSON's `0`) are accepted."""
+        self._set_number(name, float, expected, is_valid)
+
+    def _set_number(self, name, kind, expected, is_valid):
+        """Raises unless field `name` is a valid `kind`; stores it as one.
+
+        bool is an int subclass but never a size or a rate, so it is
+        rejected. numpy scalars pass and are stored as Python numbers, so
+        `to_dict` stays JSON-serializable.
+        """
+        value = getattr(self, name)
+        abstract = numbers.Integral if kind is int else numbers.Real
+        wrong_type = isinstance(value, bool) or not isinstance(value, abstract)
+        if wrong_type or not is_valid(value):
+            received = f"{name}={value!r}"
+            if wrong_type:
+                received += f" ({type(value).__name__})"
+            raise ValueError(f"`{name}` must be {expected}. Received: {received}")
+        # The dataclass is frozen; __post_init__ may still normalise.
+        object.__setattr__(self, name, kind(value))
 
     @property
     def head_key_dim(self) -> int:
@@ -152,13 +205,6 @@ class TransformerConfig:
             )
         _check_fields(overrides)
         return cls(**{**PRESETS[name], **overrides})
-
-
-def _check_positive_int(name, value):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(
-            f"`{name}` must be a positive integer. Received: {name}={value!r}"
-        )
 
 
 def _check_choice(name, value, choices):

@@ -1,4 +1,9 @@
 import dataclasses
+import json
+import re
+
+import numpy as np
+from absl.testing import parameterized
 
 from keras_transformer import TransformerConfig
 from keras_transformer import config as config_lib
@@ -60,3 +65,96 @@ class TransformerConfigTest(TestCase):
     def test_explicit_head_dims_allow_indivisible_width(self):
         config = TransformerConfig.preset("base", d_model=500, key_dim=64, value_dim=32)
         self.assertEqual((config.head_key_dim, config.head_value_dim), (64, 32))
+
+    @parameterized.parameters(1, 7, 511)
+    def test_odd_d_model_needs_learned_positions(self, d_model):
+        # An odd width used to pass here and fail at the model's first call.
+        message = (
+            "Sinusoidal positional encodings interleave sine and cosine pairs "
+            "(section 3.5), so `d_model` must be even: use an even d_model or "
+            "positional='learned'. "
+            f"Received: d_model={d_model}, positional='sinusoidal'"
+        )
+        with self.assertRaisesRegex(ValueError, re.escape(message)):
+            TransformerConfig.preset("tiny", d_model=d_model, num_heads=1)
+        config = TransformerConfig.preset(
+            "tiny", d_model=d_model, num_heads=1, positional="learned"
+        )
+        self.assertEqual(config.d_model, d_model)
+
+    @parameterized.named_parameters(
+        ("vocab_size_4", dict(vocab_size=4), "vocab_size=4"),
+        ("vocab_size_1", dict(vocab_size=1), "vocab_size=1"),
+        (
+            "source_vocab_size_4",
+            dict(share_embeddings="none", source_vocab_size=4),
+            "source_vocab_size=4",
+        ),
+    )
+    def test_vocabulary_needs_the_special_ids_and_one_more(self, overrides, received):
+        name = received.split("=")[0]
+        message = (
+            f"`{name}` must be an integer >= 5 (ids 0-3 are the special tokens "
+            "<pad>, <unk>, <s>, </s>, and a vocabulary needs at least one "
+            f"more). Received: {received}"
+        )
+        with self.assertRaisesRegex(ValueError, re.escape(message)):
+            TransformerConfig.preset("tiny", **overrides)
+        smallest = {key: 5 if key == name else v for key, v in overrides.items()}
+        config = TransformerConfig.preset("tiny", **smallest)
+        self.assertEqual(getattr(config, name), 5)
+
+    @parameterized.named_parameters(
+        ("str_int", "d_model", "512", "a positive integer", "'512' (str)"),
+        ("bool_int", "d_model", True, "a positive integer", "True (bool)"),
+        ("float_int", "num_layers", 2.0, "a positive integer", "2.0 (float)"),
+        ("str_optional_int", "key_dim", "8", "a positive integer", "'8' (str)"),
+        ("none_int", "num_heads", None, "a positive integer", "None (NoneType)"),
+        ("str_rate", "dropout", "0.1", "a number in [0, 1)", "'0.1' (str)"),
+        ("bool_rate", "label_smoothing", False, "a number in [0, 1)", "False (bool)"),
+        ("list_rate", "attention_dropout", [0.1], "a number in [0, 1)", "[0.1] (list)"),
+        (
+            "str_epsilon",
+            "layer_norm_epsilon",
+            "1e-6",
+            "a positive number",
+            "'1e-6' (str)",
+        ),
+    )
+    def test_wrong_types_are_clear_errors(self, name, value, expected, received):
+        # Strings used to raise a bare TypeError from a comparison.
+        message = f"`{name}` must be {expected}. Received: {name}={received}"
+        with self.assertRaisesRegex(ValueError, re.escape(message)):
+            TransformerConfig.preset("tiny", **{name: value})
+
+    def test_range_errors_keep_the_received_value(self):
+        cases = [
+            ("dropout", 1.0, "a number in [0, 1)"),
+            ("attention_dropout", -0.1, "a number in [0, 1)"),
+            ("layer_norm_epsilon", 0, "a positive number"),
+            ("max_length", 0, "a positive integer"),
+        ]
+        for name, value, expected in cases:
+            message = f"`{name}` must be {expected}. Received: {name}={value}"
+            with self.assertRaisesRegex(ValueError, re.escape(message) + "$"):
+                TransformerConfig.preset("tiny", **{name: value})
+
+    def test_numpy_and_whole_numbers_are_stored_as_python_numbers(self):
+        config = TransformerConfig.preset(
+            "tiny",
+            d_model=np.int64(64),
+            key_dim=np.int32(16),
+            dropout=0,
+            label_smoothing=np.float32(0.25),
+            layer_norm_epsilon=1,
+        )
+        self.assertEqual((config.d_model, config.key_dim), (64, 16))
+        self.assertEqual((config.dropout, config.layer_norm_epsilon), (0.0, 1.0))
+        for name in ("d_model", "key_dim"):
+            self.assertIs(type(getattr(config, name)), int)
+        for name in ("dropout", "label_smoothing", "layer_norm_epsilon"):
+            self.assertIs(type(getattr(config, name)), float)
+        # JSON spells a whole float as an int ("dropout": 0): still accepted.
+        text = json.dumps(config.to_dict()).replace('"dropout": 0.0', '"dropout": 0')
+        self.assertIn('"dropout": 0,', text)
+        self.assertEqual(TransformerConfig.from_dict(json.loads(text)), config)

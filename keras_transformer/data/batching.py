@@ -3,12 +3,17 @@
 Shapes: B batch, S source length, T target length.
 """
 
+import random
+
+import numpy as np
 import tensorflow as tf
 
 from keras_transformer import tokens
 
 # The longest model sequence unless told otherwise (EOS or BOS included).
 DEFAULT_MAX_LENGTH = 256
+# Epoch e of a run with shuffle seed s shuffles with seed s * stride + e.
+_EPOCH_STRIDE = 1_000_003
 
 
 def bucket_lengths(
@@ -42,6 +47,7 @@ def token_batches(
     deterministic: bool = False,
     shuffle_buffer: int = 100_000,
     repeat: bool = False,
+    skip: int = 0,
 ) -> tf.data.Dataset:
     """Batches examples by token count, as the paper does (section 5.1).
 
@@ -51,7 +57,8 @@ def token_batches(
     `batch_tokens // P` examples and pads them to P, so no batch holds more
     than `batch_tokens` source or target positions (padding included), and
     a bounded set of shapes reaches the model. Every example comes out
-    exactly once per epoch (the last batch of a bucket may be smaller).
+    exactly once per epoch (the last batch of a bucket may be smaller), so
+    an epoch has `epoch_batch_count` batches whatever the order.
 
     Examples longer than `max_length` are not dropped here (that would be
     silent): filter them first and count them, as
@@ -64,12 +71,17 @@ def token_batches(
         batch_tokens: token budget per batch and per side.
         max_length: the longest model sequence, counting the added EOS
             (or BOS); also the longest bucket.
-        shuffle: shuffle examples before bucketing.
+        shuffle: shuffle examples before bucketing, each epoch in another
+            order.
         seed: shuffle seed; `None` draws one unless `deterministic`.
         deterministic: same batches in the same order on every run (seed 0
             when `seed` is None, deterministic tf.data ordering).
         shuffle_buffer: examples held by the shuffle buffer.
         repeat: repeat forever (each epoch reshuffled) instead of one epoch.
+        skip: batches left out at the start: those a resumed run has
+            trained on, so that (with `deterministic`) it goes on with the
+            batches an uninterrupted run would see next. Whole epochs are
+            skipped without being read.
 
     Returns:
         A dataset of `({"source_ids": int32 [B, S], "target_ids": int32
@@ -77,7 +89,8 @@ def token_batches(
         prefetched.
 
     Raises:
-        ValueError: if `max_length` < 2 or `batch_tokens` < `max_length`.
+        ValueError: if `max_length` < 2, `batch_tokens` < `max_length`, or
+            `skip` reaches past the one epoch of `repeat=False`.
     """
     if not isinstance(max_length, int) or max_length < 2:
         raise ValueError(
@@ -91,32 +104,99 @@ def token_batches(
             f"max_length. Received: batch_tokens={batch_tokens}, "
             f"max_length={max_length}"
         )
-    if deterministic and seed is None:
-        seed = 0
-    dataset = examples.map(
+    if seed is None:
+        seed = 0 if deterministic else random.randrange(2**31)
+    lengths = bucket_lengths(max_length)
+    with_specials = examples.map(
         lambda source, target: _add_specials(source, target, max_length),
         num_parallel_calls=tf.data.AUTOTUNE,
     )
-    if shuffle:
-        dataset = dataset.shuffle(
-            shuffle_buffer, seed=seed, reshuffle_each_iteration=True
+
+    def epoch_batches(shuffle_seed):
+        dataset = with_specials
+        if shuffle:
+            # This function's graph drops the global seed, with which (when
+            # it is 0) TensorFlow cannot combine a tensor seed; the order
+            # depends on `shuffle_seed` alone.
+            tf.random.set_seed(None)
+            dataset = dataset.shuffle(shuffle_buffer, seed=shuffle_seed)
+        return dataset.bucket_by_sequence_length(
+            element_length_func=_example_length,
+            # Bucket i holds lengths in [lengths[i-1] + 1, lengths[i]].
+            bucket_boundaries=[length + 1 for length in lengths],
+            # The last, open-ended bucket is unused: lengths <= max_length.
+            bucket_batch_sizes=[batch_tokens // length for length in lengths] + [1],
+            pad_to_bucket_boundary=True,
+            padding_values=tokens.PAD_ID,
         )
+
+    first_epoch, skip_in_epoch = 0, skip
+    if skip:
+        per_epoch = epoch_batch_count(examples, batch_tokens, max_length)
+        first_epoch, skip_in_epoch = divmod(skip, per_epoch)
+        if first_epoch and not repeat:
+            raise ValueError(
+                f"`skip` is more batches than the {per_epoch} of the one "
+                f"epoch of `repeat=False`. Received: skip={skip}"
+            )
     if repeat:
-        dataset = dataset.repeat()
-    lengths = bucket_lengths(max_length)
-    dataset = dataset.bucket_by_sequence_length(
-        element_length_func=_example_length,
-        # Bucket i holds lengths in [lengths[i-1] + 1, lengths[i]].
-        bucket_boundaries=[length + 1 for length in lengths],
-        # The last, open-ended bucket is unused: lengths <= max_length.
-        bucket_batch_sizes=[batch_tokens // length for length in lengths] + [1],
-        pad_to_bucket_boundary=True,
-        padding_values=tokens.PAD_ID,
+        # A seed per epoch, from `seed` and the epoch's number alone (not a
+        # reshuffling generator's state): epoch k needs no pass over the
+        # epochs before it.
+        epoch_seeds = tf.data.Dataset.counter(first_epoch).map(
+            lambda epoch: seed * _EPOCH_STRIDE + epoch
+        )
+    else:
+        # Another order each time the dataset is iterated (each epoch of
+        # `fit`), the same sequence of orders on every run.
+        epoch_seeds = tf.data.Dataset.random(
+            seed=seed, rerandomize_each_iteration=True
+        ).take(1)
+    # `epoch_batches` runs traced, never eagerly (it drops the seed).
+    dataset = (
+        epoch_seeds.flat_map(epoch_batches)
+        .skip(skip_in_epoch)
+        .map(_to_features_and_labels)
     )
-    dataset = dataset.map(_to_features_and_labels)
     options = tf.data.Options()
     options.deterministic = deterministic
     return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
+def epoch_batch_count(
+    examples: tf.data.Dataset, batch_tokens: int, max_length: int = DEFAULT_MAX_LENGTH
+) -> int:
+    """Batches in one epoch of `token_batches(examples, ...)`, in any order.
+
+    Counted from the examples' lengths alone (their buckets' sizes), so
+    without batching anything.
+
+    Args:
+        examples: dataset of `(source_ids, target_ids)` as `token_batches`.
+        batch_tokens: token budget per batch and per side.
+        max_length: the longest model sequence, as in `token_batches`.
+
+    Returns:
+        The number of batches.
+    """
+    lengths = np.array(bucket_lengths(max_length))
+    # Longest side plus EOS (or BOS), as `_example_length` sees it.
+    example_lengths = np.concatenate(
+        [
+            chunk
+            for chunk in examples.map(
+                lambda source, target: tf.maximum(tf.size(source), tf.size(target)) + 1
+            )
+            .batch(1 << 20)
+            .as_numpy_iterator()
+        ]
+        or [np.zeros([0], np.int32)]
+    )
+    counts = np.bincount(
+        np.searchsorted(lengths, example_lengths), minlength=len(lengths) + 1
+    )[: len(lengths)]
+    sizes = batch_tokens // lengths
+    return int(np.sum(-(-counts // sizes)))
 
 
 def _add_specials(source, target, max_length):
@@ -181,6 +261,7 @@ def distributed_dataset_fn(
     examples: tf.data.Dataset,
     batch_tokens: int,
     max_length: int = DEFAULT_MAX_LENGTH,
+    start_step: int = 0,
     **batch_kwargs,
 ):
     """Builds the `dataset_fn` of `strategy.distribute_datasets_from_function`.
@@ -194,6 +275,8 @@ def distributed_dataset_fn(
         examples: dataset of `(source_ids, target_ids)` as `token_batches`.
         batch_tokens: global token budget per step and per side.
         max_length: the longest model sequence, as in `token_batches`.
+        start_step: steps already trained on (a resumed run's): each input
+            pipeline skips the batches its replicas took in them.
         **batch_kwargs: other `token_batches` arguments (`shuffle`, `seed`,
             `deterministic`, `repeat`, ...).
 
@@ -220,8 +303,14 @@ def distributed_dataset_fn(
             input_context.num_input_pipelines,
             input_context.input_pipeline_id,
         )
+        # Each step takes one batch per replica from its pipeline.
+        local_replicas = replicas // input_context.num_input_pipelines
         return token_batches(
-            shard, batch_tokens // replicas, max_length, **batch_kwargs
+            shard,
+            batch_tokens // replicas,
+            max_length,
+            skip=start_step * local_replicas,
+            **batch_kwargs,
         )
 
     return dataset_fn

@@ -5,6 +5,7 @@ Shapes: N examples, S source length, T target length.
 
 import dataclasses
 import itertools
+import json
 import os
 
 import numpy as np
@@ -148,6 +149,7 @@ def make_training_dataset(
     seed: int | None = None,
     deterministic: bool = False,
     repeat: bool = False,
+    start_step: int = 0,
     strategy: tf.distribute.Strategy | None = None,
     measure_padding: bool = True,
 ) -> tuple[tf.data.Dataset, DataStats]:
@@ -170,6 +172,8 @@ def make_training_dataset(
         seed: shuffle seed.
         deterministic: the same batches on every run.
         repeat: repeat forever (for `fit` with `steps_per_epoch`).
+        start_step: the step a resumed run starts at: the batches of the
+            steps before it are skipped (see `batching.token_batches`).
         strategy: if given, returns its distributed dataset: per-replica
             batches, one disjoint shard per input pipeline.
         measure_padding: iterate one epoch to fill `num_batches` and
@@ -211,11 +215,11 @@ def make_training_dataset(
     logging.info("Data %s/%s: %s", spec, split, stats)
     if strategy is not None:
         dataset_fn = batching.distributed_dataset_fn(
-            examples, batch_tokens, repeat=repeat, **batch_kwargs
+            examples, batch_tokens, start_step=start_step, repeat=repeat, **batch_kwargs
         )
         return strategy.distribute_datasets_from_function(dataset_fn), stats
     dataset = batching.token_batches(
-        examples, batch_tokens, repeat=repeat, **batch_kwargs
+        examples, batch_tokens, repeat=repeat, skip=start_step, **batch_kwargs
     )
     return dataset, stats
 
@@ -260,6 +264,10 @@ def load_or_train_tokenizer(
 ) -> tokenizer_lib.SubwordTokenizer:
     """Loads `model_path`, or learns it from both sides of the train split.
 
+    A learned vocabulary records its corpus in `PREFIX.data.json`; loading
+    it for another corpus or language pair (in either direction) fails; a
+    vocabulary without that record, e.g. one made elsewhere, loads for any.
+
     Args:
         spec: a `DataSpec` or `--data` string.
         model_path: the sentencepiece model file, ending in ".model",
@@ -274,12 +282,38 @@ def load_or_train_tokenizer(
         The `SubwordTokenizer`.
 
     Raises:
-        ValueError: if `model_path` does not end in ".model", plus the
-            errors of `sources.load_pairs` and `train_subword_vocab`.
+        ValueError: if `model_path` does not end in ".model" or was learned
+            from another corpus, plus the errors of `sources.load_pairs`
+            and `train_subword_vocab`.
     """
-    if tf.io.gfile.exists(model_path):
-        return tokenizer_lib.SubwordTokenizer.from_file(model_path)
     prefix, extension = os.path.splitext(model_path)
+    if isinstance(spec, str):
+        spec = sources.parse_data_spec(spec)
+    # Both sides make one shared vocabulary: the pair's direction does not
+    # matter. JSON's form (lists for tuples), to compare with the record.
+    corpus = json.loads(
+        json.dumps(
+            {
+                "data": dataclasses.asdict(spec),
+                "languages": sorted([src_lang, tgt_lang]),
+            }
+        )
+    )
+    record_path = prefix + ".data.json"
+    if tf.io.gfile.exists(model_path):
+        if tf.io.gfile.exists(record_path):
+            with tf.io.gfile.GFile(record_path) as f:
+                learned_from = json.load(f)
+            if learned_from != corpus:
+                raise ValueError(
+                    f"{model_path} was learned from another corpus "
+                    f"({learned_from}) than this one ({corpus}), e.g. by a "
+                    "run that failed before training. Delete "
+                    f"{prefix}.model, .vocab and .data.json to learn a new "
+                    "vocabulary, or use another directory. "
+                    f"Received: model_path={model_path}"
+                )
+        return tokenizer_lib.SubwordTokenizer.from_file(model_path)
     if extension != ".model":
         raise ValueError(
             "`model_path` must end in .model (sentencepiece writes "
@@ -295,6 +329,11 @@ def load_or_train_tokenizer(
         for pair in pairs.as_numpy_iterator():
             yield pair[index].decode("utf-8")
 
+    # Before the vocabulary: a process killed in between leaves no
+    # vocabulary without its record.
+    tf.io.gfile.makedirs(os.path.dirname(model_path) or ".")
+    with tf.io.gfile.GFile(record_path, "w") as f:
+        json.dump(corpus, f, indent=2, sort_keys=True)
     path = tokenizer_lib.train_subword_vocab(
         itertools.chain(side(0), side(1)), vocab_size, prefix
     )

@@ -3,13 +3,14 @@
 `fit` runs "epochs" of `steps_per_epoch` optimizer steps; every callback
 here acts at the end of such an epoch, so the epoch length is the
 checkpoint (and logging) interval. None saves an interval whose loss went
-NaN or infinite.
+NaN or infinite, or whose last update left non-finite weights.
 """
 
 import os
 import re
 import time
 
+import h5py
 import keras
 import numpy as np
 import tensorflow as tf
@@ -53,6 +54,31 @@ def _finite_loss(logs) -> bool:
     return loss is None or bool(np.isfinite(float(loss)))
 
 
+def _finite_weights(model) -> bool:
+    """Whether every trainable weight of `model` is finite."""
+    return all(
+        bool(keras.ops.all(keras.ops.isfinite(weight)))
+        for weight in model.trainable_weights
+    )
+
+
+def finite_interval(model, logs) -> bool:
+    """Whether the interval that ends with epoch `logs` may be saved.
+
+    Its loss must be finite, and so must the weights: each step's loss is
+    computed before its update, so the interval's last update can make the
+    weights non-finite under a finite loss.
+    """
+    return _finite_loss(logs) and _finite_weights(model)
+
+
+def _seed_states(model) -> list:
+    """The model's variables that are not weights: the states of its
+    dropout layers' `SeedGenerator`s, which `save_weights` leaves out."""
+    weights = {id(weight) for weight in model.weights}
+    return [v for v in model.variables if id(v) not in weights]
+
+
 class ResumableBackup(keras.callbacks.BackupAndRestore):
     """`keras.callbacks.BackupAndRestore` that survives a kill at any moment.
 
@@ -64,12 +90,18 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
     aside and renamed into place, and the epoch to resume is that counter
     divided by `steps_per_epoch`.
 
-    Only the end of a whole epoch whose loss stayed finite becomes the
-    resume point: after a NaN stop (mid-epoch, or at its end) the backup
-    keeps the last good epoch, which a rerun then resumes from. Put this
-    callback after those that write an epoch's other outputs (checkpoint,
-    BLEU, logs): a process killed before the backup then redoes the epoch
-    instead of skipping its outputs.
+    The backup also holds what Keras's weights leave out for a resumed run
+    to continue as an uninterrupted one would: the dropout layers' seed
+    states (restored with the weights) and the step, which
+    `ResumableBackup.resume_step` reads before the data pipeline is built,
+    so that it skips the batches already trained on.
+
+    Only the end of a whole epoch whose loss and weights stayed finite
+    becomes the resume point: after a NaN stop (mid-epoch, or at its end)
+    the backup keeps the last good epoch, which a rerun then resumes from.
+    Put this callback after those that write an epoch's other outputs
+    (checkpoint, BLEU, logs): a process killed before the backup then
+    redoes the epoch instead of skipping its outputs.
 
     Args:
         backup_dir: directory of the backup (kept after training, so a
@@ -81,10 +113,24 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
             once training has begun.
     """
 
+    # The HDF5 group of the backup's weights file that holds the step and
+    # the seed states.
+    RESUME_GROUP = "resume"
+
     def __init__(self, backup_dir: str, steps_per_epoch: int):
         super().__init__(backup_dir, delete_checkpoint=False)
         self.steps_per_epoch = steps_per_epoch
         self.saved_step = None
+
+    @classmethod
+    def resume_step(cls, backup_dir: str) -> int:
+        """The step a run with this `backup_dir` resumes at (0: none)."""
+        path = os.path.join(backup_dir, "latest.weights.h5")
+        if not tf.io.gfile.exists(path):
+            return 0
+        with h5py.File(path, "r") as backup:
+            group = backup.get(cls.RESUME_GROUP)
+            return 0 if group is None else int(group.attrs["step"])
 
     def on_train_begin(self, logs=None):
         super().on_train_begin(logs)
@@ -92,7 +138,7 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
 
     def on_epoch_end(self, epoch, logs=None):
         step = current_step(self.model)
-        if step % self.steps_per_epoch == 0 and _finite_loss(logs):
+        if step % self.steps_per_epoch == 0 and finite_interval(self.model, logs):
             self._save_model()
             self.saved_step = step
 
@@ -100,6 +146,11 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         tf.io.gfile.makedirs(self.backup_dir)
         partial = os.path.join(self.backup_dir, "partial.weights.h5")
         self.model.save_weights(partial, overwrite=True)
+        with h5py.File(partial, "a") as backup:
+            group = backup.create_group(self.RESUME_GROUP)
+            group.attrs["step"] = current_step(self.model)
+            for index, state in enumerate(_seed_states(self.model)):
+                group[str(index)] = keras.ops.convert_to_numpy(state)
         tf.io.gfile.rename(partial, self._weights_path, overwrite=True)
 
     def _load_model(self):
@@ -113,8 +164,28 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
                 "it, or train in a new directory. "
                 f"Received: backup_dir={self.backup_dir}"
             ) from error
+        if not tf.io.gfile.exists(self._weights_path):
+            return
+        self._restore_seed_states()
         if self.model.optimizer.built:
             self.model._initial_epoch = current_step(self.model) // self.steps_per_epoch
+
+    def _restore_seed_states(self):
+        states = _seed_states(self.model)
+        with h5py.File(self._weights_path, "r") as backup:
+            group = backup.get(self.RESUME_GROUP)
+            if group is None:
+                return  # A backup of an earlier version: dropout restarts.
+            if len(group) != len(states):
+                raise ValueError(
+                    f"The backup holds {len(group)} dropout seed states and "
+                    f"the model has {len(states)}: the run it belongs to has "
+                    "another model config. Rerun with that config to resume "
+                    f"it, or train in a new directory. Received: "
+                    f"backup_dir={self.backup_dir}"
+                )
+            for index, state in enumerate(states):
+                state.assign(group[str(index)][()])
 
 
 class KeepLastCheckpoints(keras.callbacks.Callback):
@@ -138,7 +209,7 @@ class KeepLastCheckpoints(keras.callbacks.Callback):
         self.keep = keep
 
     def on_epoch_end(self, epoch, logs=None):
-        if not _finite_loss(logs):
+        if not finite_interval(self.model, logs):
             return
         tf.io.gfile.makedirs(self.checkpoint_dir)
         step = current_step(self.model)
@@ -184,7 +255,8 @@ class ThroughputLogger(keras.callbacks.Callback):
 
 
 class StopOnNaN(keras.callbacks.Callback):
-    """Stops training at the first non-finite loss and remembers the step.
+    """Stops training at the first non-finite loss, or at the end of an
+    interval whose weights are not all finite, and remembers the step.
 
     Unlike `keras.callbacks.TerminateOnNaN`, the run then fails with a
     message that says what to change (see `trainer.run_training`), instead
@@ -197,8 +269,17 @@ class StopOnNaN(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch, logs=None):
         if not _finite_loss(logs):
-            self.nan_step = current_step(self.model)
-            self.model.stop_training = True
+            self._stop()
+
+    def on_epoch_end(self, epoch, logs=None):
+        # The last update of the run's last interval has no later loss to
+        # show that it broke the weights.
+        if self.nan_step is None and not _finite_weights(self.model):
+            self._stop()
+
+    def _stop(self):
+        self.nan_step = current_step(self.model)
+        self.model.stop_training = True
 
 
 class BleuEvaluator(keras.callbacks.Callback):
@@ -247,7 +328,9 @@ class BleuEvaluator(keras.callbacks.Callback):
 
         step = current_step(self.model)
         due = step % self.every_steps == 0 or step >= self.final_step
-        if not due or step == self._last_evaluated or not _finite_loss(logs):
+        if not due or step == self._last_evaluated:
+            return
+        if not finite_interval(self.model, logs):
             return
         hypotheses = self.translate_fn(self.sources)
         self.last_scores = evaluation.score(

@@ -8,9 +8,11 @@ Files in `model_dir`:
     settings.json              what a rerun must keep: model config, data,
                                languages, precision (`run_checks.save_settings`)
     vocab.model, vocab.vocab   the shared subword vocabulary (sentencepiece)
+    vocab.data.json            the corpus and languages it was learned from
     model.keras                the model after the last step
     checkpoints/ckpt-<step>.keras   the last `keep_checkpoints` checkpoints
-    backup/                    resumption state (`callbacks.ResumableBackup`)
+    backup/                    resumption state: weights, optimizer, step and
+                               dropout seeds (`callbacks.ResumableBackup`)
     logs/                      TensorBoard logs
 """
 
@@ -133,9 +135,12 @@ def run_training(
 
     Restarting the same call after a crash resumes from the end of the last
     checkpoint interval whose checkpoint, BLEU and logs were all written
-    and whose loss stayed finite: weights, optimizer state and step counter
-    (hence the learning rate) continue; at most one interval of work is
-    lost. The settings of `run_checks.check_model_dir` must not change.
+    and whose loss and weights stayed finite: weights, optimizer state and
+    step counter (hence the learning rate) continue, and so do the data
+    order and the dropout masks, so the run ends with the weights of an
+    uninterrupted one (same machine and settings); at most one interval of
+    work is lost. The settings of `run_checks.check_model_dir` must not
+    change.
 
     Args:
         config: the model config; its `vocab_size` is replaced by the
@@ -254,6 +259,10 @@ def run_training(
     config = config.replace(vocab_size=tokenizer.vocab_size)
     # Not the default strategy: per-replica (and per-worker) batches.
     distributed = strategy_obj is not tf.distribute.get_strategy()
+    backup_dir = os.path.join(write_dir, "backup")
+    # A resumed run skips the batches it trained on and restores the
+    # dropout seeds with the weights: it goes on as if never stopped.
+    start_step = callbacks_lib.ResumableBackup.resume_step(backup_dir)
     dataset, data_stats = pipeline.make_training_dataset(
         spec,
         tokenizer,
@@ -263,7 +272,9 @@ def run_training(
         max_length=config.max_length,
         data_dir=data_dir,
         seed=seed,
+        deterministic=True,
         repeat=True,
+        start_step=start_step,
         strategy=strategy_obj if distributed else None,
     )
     with strategy_obj.scope():
@@ -304,9 +315,7 @@ def run_training(
         )
         run_callbacks.append(bleu)
     # Kept after the last step, so rerunning a finished run is a no-op.
-    backup = callbacks_lib.ResumableBackup(
-        os.path.join(write_dir, "backup"), steps_per_checkpoint
-    )
+    backup = callbacks_lib.ResumableBackup(backup_dir, steps_per_checkpoint)
     run_callbacks += [
         keras.callbacks.TensorBoard(paths["log_dir"]),
         backup,
@@ -334,7 +343,7 @@ def run_training(
         if mixed_precision == "mixed_float16":
             restart += " (or train in float32, in a new --model_dir)"
         raise FloatingPointError(
-            f"The training loss became NaN or infinite at step "
+            f"The training loss or weights became NaN or infinite at step "
             f"{nan_stop.nan_step}, so that interval was not saved. Lower the "
             "learning rate (--learning_rate_scale) or raise --warmup_steps "
             f"and rerun: {restart}. Received: "

@@ -143,14 +143,76 @@ class TokenBatchesTest(test_case.TestCase):
         )
         self.assertGreater(batching.padding_efficiency(dataset), 0.8)
 
-    def test_repeat_keeps_going_past_one_epoch(self):
-        dataset = batching.token_batches(
-            _dataset(*_examples(count=40)), 2000, _MAX_LENGTH, repeat=True
+    def test_repeat_goes_on_with_reshuffled_epochs(self):
+        examples = _dataset(*_examples(count=40))
+        per_epoch = batching.epoch_batch_count(examples, 300, _MAX_LENGTH)
+        dataset = batching.token_batches(examples, 300, _MAX_LENGTH, repeat=True)
+        batches = _batches(dataset.take(2 * per_epoch))
+        first, second = _indices(batches[:per_epoch]), _indices(batches[per_epoch:])
+        # Each epoch is every example once, in another order.
+        self.assertCountEqual(first, range(40))
+        self.assertCountEqual(second, range(40))
+        self.assertNotEqual(first, second)
+
+    def test_each_pass_over_one_epoch_is_reshuffled(self):
+        def two_passes():
+            dataset = batching.token_batches(
+                _dataset(*_examples(count=40)), 300, _MAX_LENGTH, seed=3
+            )
+            return [_indices(_batches(dataset)) for _ in range(2)]
+
+        # As `fit(dataset, epochs=2)` reads it: another order each time, the
+        # same two orders on every run.
+        first, second = two_passes()
+        self.assertCountEqual(first, second)
+        self.assertNotEqual(first, second)
+        self.assertEqual(two_passes(), [first, second])
+
+    @parameterized.parameters(40, 100, 333, 1000)
+    def test_epoch_batch_count_counts_an_epoch(self, batch_tokens):
+        examples = _dataset(*_examples())
+        batches = _batches(
+            batching.token_batches(examples, batch_tokens, _MAX_LENGTH, seed=4)
         )
-        indices = _indices(_batches(dataset.take(10)))
-        # Short buckets fill first; repeated examples prove a new epoch.
-        self.assertGreater(len(indices), 40)
-        self.assertLessEqual(set(indices), set(range(40)))
+        self.assertEqual(
+            batching.epoch_batch_count(examples, batch_tokens, _MAX_LENGTH),
+            len(batches),
+        )
+
+    @parameterized.parameters(
+        (1, "within the first epoch"),
+        (21, "the first epoch exactly"),
+        (24, "into the second"),
+        (50, "into the third"),
+    )
+    def test_skip_goes_on_with_the_batches_that_come_next(self, skip, _):
+        examples = _dataset(*_examples(count=60))
+        self.assertEqual(batching.epoch_batch_count(examples, 300, _MAX_LENGTH), 21)
+
+        def batches(**kwargs):
+            dataset = batching.token_batches(
+                examples,
+                300,
+                _MAX_LENGTH,
+                seed=5,
+                deterministic=True,
+                repeat=True,
+                **kwargs,
+            )
+            return _batches(dataset.take(60 - kwargs.get("skip", 0)))
+
+        want, got = batches()[skip:], batches(skip=skip)
+        self.assertLen(got, len(want))
+        for batch, same in zip(got, want):
+            for array, same_array in zip(batch, same):
+                self.assertAllEqual(array, same_array)
+
+    def test_skip_past_the_only_epoch_is_an_error(self):
+        examples = _dataset(*_examples(count=60))
+        with self.assertRaisesRegex(
+            ValueError, "`skip` is more batches than the 21 of the one epoch.*skip=21"
+        ):
+            batching.token_batches(examples, 300, _MAX_LENGTH, skip=21)
 
     def test_overlong_example_is_an_error_not_a_silent_drop(self):
         dataset = batching.token_batches(

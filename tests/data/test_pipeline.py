@@ -166,12 +166,28 @@ class PipelineTest(test_case.TestCase):
         self.assertTrue(os.path.exists(model_path))
         # The second call loads the file: no vocab_size is needed any more.
         loaded = pipeline.load_or_train_tokenizer(
-            "demo", model_path, src_lang="en", tgt_lang="de"
+            self.spec, model_path, src_lang="en", tgt_lang="de"
         )
         strings = tf.constant(["Wir gehen jetzt nach Hause."])
         self.assertAllEqual(
             loaded.tokenize(strings).to_tensor(),
             trained.tokenize(strings).to_tensor(),
+        )
+        # It was learned from this corpus and pair only (either direction).
+        pipeline.load_or_train_tokenizer(
+            self.spec, model_path, src_lang="de", tgt_lang="en"
+        )
+        for data, src_lang, tgt_lang in (("demo", "en", "de"), (self.spec, "en", "fr")):
+            with self.assertRaisesRegex(
+                ValueError, "bpe.model was learned from another corpus.*Delete"
+            ):
+                pipeline.load_or_train_tokenizer(
+                    data, model_path, src_lang=src_lang, tgt_lang=tgt_lang
+                )
+        # A vocabulary made elsewhere (no record) loads for any corpus.
+        os.remove(os.path.join(self.folder, "vocab", "bpe.data.json"))
+        pipeline.load_or_train_tokenizer(
+            "demo", model_path, src_lang="en", tgt_lang="de"
         )
 
     def test_load_or_train_tokenizer_needs_a_model_suffix(self):

@@ -172,32 +172,51 @@ class TrainerTest(TestCase):
     @pytest.mark.slow
     def test_resumes_after_a_crash_where_it_stopped(self):
         folder = fixtures.tempdir(self)
-        with self.assertRaisesRegex(KeyboardInterrupt, "killed at step 5"):
+        with self.assertRaisesRegex(KeyboardInterrupt, "killed at step 7"):
             self.run_training(
                 folder,
-                train_steps=6,
+                train_steps=8,
                 keep_checkpoints=2,
-                extra_callbacks=(CrashAt(5),),
+                batch_tokens=512,
+                extra_callbacks=(CrashAt(7),),
             )
         recorder = FirstStepRecorder()
         result = self.run_training(
-            folder, train_steps=6, keep_checkpoints=2, extra_callbacks=(recorder,)
+            folder,
+            train_steps=8,
+            keep_checkpoints=2,
+            batch_tokens=512,
+            extra_callbacks=(recorder,),
         )
-        # Resumed from the checkpoint of step 4: one step of work lost.
-        self.assertEqual(recorder.first_step, 4)
-        self.assertEqual(result.step, 6)
+        # Resumed from the checkpoint of step 6: one step of work lost.
+        self.assertEqual(recorder.first_step, 6)
+        self.assertEqual(result.step, 8)
         model = keras.saving.load_model(result.model_path)
-        self.assertEqual(int(model.optimizer.iterations.numpy()), 6)
+        self.assertEqual(int(model.optimizer.iterations.numpy()), 8)
         self.assertAllClose(
             model.optimizer.learning_rate,
-            TransformerSchedule(32, warmup_steps=4)(6),
+            TransformerSchedule(32, warmup_steps=4)(8),
         )
         checkpoints = callbacks_lib.list_checkpoints(result.checkpoint_dir)
-        self.assertEqual([step for step, _ in checkpoints], [4, 6])
+        self.assertEqual([step for step, _ in checkpoints], [6, 8])
         self.assertTrue(tf.io.gfile.listdir(result.log_dir))
+        # The resumed run went on with the uninterrupted run's batches (it
+        # skipped the 6 it had trained on, an epoch, into the reshuffled next
+        # one) and dropout masks, so it ends with the same weights.
+        straight = self.run_training(
+            fixtures.tempdir(self), train_steps=8, keep_checkpoints=2, batch_tokens=512
+        )
+        self.assertEqual(straight.data_stats.num_batches, 6)
+        for got, want in zip(
+            model.get_weights(),
+            keras.saving.load_model(straight.model_path).get_weights(),
+        ):
+            self.assertAllClose(got, want, atol=0, rtol=0)
         # Rerunning a finished run trains no further.
-        again = self.run_training(folder, train_steps=6, keep_checkpoints=2)
-        self.assertEqual(again.step, 6)
+        again = self.run_training(
+            folder, train_steps=8, keep_checkpoints=2, batch_tokens=512
+        )
+        self.assertEqual(again.step, 8)
         # Nor can a rerun change what the saved weights and vocabulary fit.
         with self.assertRaisesRegex(ValueError, "num_layers=1 there, 2 now"):
             self.run_training(folder, tiny_config(num_layers=2), train_steps=8)
@@ -239,6 +258,27 @@ class TrainerTest(TestCase):
         checkpoints = callbacks_lib.list_checkpoints(result.checkpoint_dir)
         self.assertEqual([step for step, _ in checkpoints], [4])
         self.assertTrue(finite_weights(checkpoints[0][1]))
+
+    def test_an_update_to_non_finite_weights_is_not_saved(self):
+        folder = fixtures.tempdir(self)
+        # The one step's loss is finite; its update (a learning rate beyond
+        # float32) makes the weights infinite.
+        with self.assertRaisesRegex(
+            FloatingPointError, "loss or weights became NaN or infinite at step 1"
+        ):
+            self.run_training(
+                folder,
+                train_steps=1,
+                steps_per_checkpoint=1,
+                warmup_steps=1,
+                learning_rate_scale=1e40,
+            )
+        run = os.path.join(folder, "run")
+        self.assertFalse(os.path.exists(os.path.join(run, "checkpoints")))
+        self.assertEqual(
+            callbacks_lib.ResumableBackup.resume_step(os.path.join(run, "backup")), 0
+        )
+        self.assertFalse(os.path.exists(os.path.join(run, "model.keras")))
 
     @pytest.mark.slow
     def test_a_kill_before_the_backup_redoes_the_interval(self):
