@@ -33,8 +33,9 @@ def main(argv):
 
     output = FLAGS.output or os.path.join(FLAGS.model_dir, "averaged.keras")
     try:
+        averaging.check_output(output, FLAGS.model_dir)
         paths = averaging.last_checkpoints(FLAGS.model_dir, FLAGS.num_checkpoints)
-        averaging.average_models(paths).save(output)
+        averaging.save_averaged(averaging.average_models(paths), output)
     except (ValueError, FileNotFoundError, TypeError) as error:
         print(f"average_checkpoints: error: {error}", file=sys.stderr)
         return 1

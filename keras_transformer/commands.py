@@ -1,5 +1,7 @@
-"""What the command-line tools share: errors, progress, the threads flag."""
+"""What the command-line tools share: errors, progress, the threads flag,
+the check that an output file is not an input."""
 
+import os
 import sys
 
 from absl import flags
@@ -9,6 +11,15 @@ def fail(command: str, error: Exception) -> int:
     """Prints a user error as one line (no traceback); the exit status."""
     print(f"{command}: error: {error}", file=sys.stderr)
     return 1
+
+
+def same_file(path: str, other: str) -> bool:
+    """Whether two paths name one file (through symbolic or hard links)."""
+    if os.path.realpath(path) == os.path.realpath(other):
+        return True
+    return (
+        os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other)
+    )
 
 
 def progress_printer(stream=sys.stderr):

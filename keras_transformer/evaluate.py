@@ -6,79 +6,220 @@ r"""Translates a test set and reports sacreBLEU, chrF and the paper's BLEU.
       --data=tfds:wmt14_translate/de-en --split=test --output=hyps.de
 
 `--model` is a training directory, a `.keras` checkpoint (e.g. an averaged
-one) or an exported SavedModel. Prints the sacreBLEU signature to stderr and
-one JSON line on stdout: bleu, chrf, signature, num_sentences and
-tokenized_bleu — the paper's Table 2 metric, BLEU on Moses-tokenized text
-with compounds split (`##AT##-##AT##`, as tensor2tensor's
-get_ende_bleu.sh); see `keras_transformer/evaluation.py`.
+one) or an exported SavedModel; the languages default to those of the
+training run (its settings.json), which flags must not contradict. Prints
+the sacreBLEU signature to stderr and one JSON line on stdout: bleu, chrf,
+signature, num_sentences and tokenized_bleu — the paper's Table 2 metric,
+BLEU on Moses-tokenized text with compounds split (`##AT##-##AT##`, as
+tensor2tensor's get_ende_bleu.sh); see `keras_transformer/evaluation.py`.
 """
 
 import json
+import os
 import sys
 
 from absl import app, flags
 
-from keras_transformer.commands import define_threads_flag, fail, progress_printer
+from keras_transformer.commands import (
+    define_threads_flag,
+    fail,
+    progress_printer,
+    same_file,
+)
 from keras_transformer.data.text_files import read_lines
+from keras_transformer.training import run_checks
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string(
-    "model", None, "Training directory, .keras file or SavedModel directory."
-)
-flags.DEFINE_string(
-    "vocab", None, "Sentencepiece model for a .keras model (default: found beside it)."
-)
-flags.DEFINE_string("src", None, "Source sentences, one per line.")
-flags.DEFINE_string("ref", None, "Reference translations, one per line.")
-flags.DEFINE_string(
-    "data",
-    None,
-    "Instead of --src/--ref: a data spec "
-    "(demo, text:PREFIX, tfds:wmt14_translate/de-en).",
-)
-flags.DEFINE_enum(
-    "split",
-    "test",
-    ["train", "dev", "test"],
-    "Split of --data (test = newstest2014 for TFDS WMT14).",
-)
-flags.DEFINE_string("src_lang", "en", "Source language.")
-flags.DEFINE_string("tgt_lang", "de", "Target language.")
-flags.DEFINE_string("data_dir", None, "TFDS data directory.")
-flags.DEFINE_string(
-    "output",
-    None,
-    "File for the hypotheses, one per line. Opened (created or emptied, as "
-    "by shell redirection) before translating, so a path that cannot be "
-    "written fails at once; its directory must exist (it is not created).",
-)
-flags.DEFINE_integer("batch_size", 32, "Sentences per batch.", lower_bound=1)
-define_threads_flag()
-flags.mark_flag_as_required("model")
 
 
-def _test_set():
-    if FLAGS.data:
+def define_flags(flag_values=FLAGS):
+    """Defines the evaluate flags on `flag_values`."""
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_string(
+        "model", None, "Training directory, .keras file or SavedModel directory.", **fv
+    )
+    flags.DEFINE_string(
+        "vocab",
+        None,
+        "Sentencepiece model for a .keras model (default: found beside it).",
+        **fv,
+    )
+    flags.DEFINE_string("src", None, "Source sentences, one per line.", **fv)
+    flags.DEFINE_string("ref", None, "Reference translations, one per line.", **fv)
+    flags.DEFINE_string(
+        "data",
+        None,
+        "Instead of --src/--ref: a data spec "
+        "(demo, text:PREFIX, tfds:wmt14_translate/de-en).",
+        **fv,
+    )
+    flags.DEFINE_enum(
+        "split",
+        "test",
+        ["train", "dev", "test"],
+        "Split of --data (test = newstest2014 for TFDS WMT14).",
+        **fv,
+    )
+    for name, default, side in (
+        ("src_lang", "en", "Source"),
+        ("tgt_lang", "de", "Target"),
+    ):
+        flags.DEFINE_string(
+            name,
+            default,
+            f"{side} language. Default: the training run's, from the "
+            f"{run_checks.SETTINGS_FILE} of --model's run; else {default}.",
+            **fv,
+        )
+    flags.DEFINE_string("data_dir", None, "TFDS data directory.", **fv)
+    flags.DEFINE_string(
+        "output",
+        None,
+        "File for the hypotheses, one per line. Opened (created or emptied, as "
+        "by shell redirection) before translating, so a path that cannot be "
+        "written fails at once; its directory must exist (it is not created), "
+        "and it must not be --src or --ref.",
+        **fv,
+    )
+    flags.DEFINE_integer("batch_size", 32, "Sentences per batch.", lower_bound=1, **fv)
+    define_threads_flag(flag_values)
+    flags.mark_flag_as_required("model", flag_values=flag_values)
+
+
+def _trained_languages(model: str) -> tuple[dict, str] | None:
+    """The languages of the training run of `model`.
+
+    Read from the run's settings file: in `model` if it is a directory,
+    else beside the `.keras` file or one level up
+    (`<model_dir>/checkpoints/`), where its vocabulary is found too.
+
+    Returns:
+        ({"src_lang": ..., "tgt_lang": ...}, the settings' directory), or
+        None without a settings file (e.g. for an exported SavedModel) or
+        without languages in it.
+
+    Raises:
+        ValueError: if the settings file is not valid JSON.
+    """
+    if os.path.isdir(model):
+        folders = [model]
+    elif os.path.isfile(model):
+        folder = os.path.dirname(os.path.abspath(model))
+        folders = [folder, os.path.dirname(folder)]
+    else:  # Missing: `load_translator` says so.
+        return None
+    for folder in folders:
+        path = os.path.join(folder, run_checks.SETTINGS_FILE)
+        if not os.path.isfile(path):
+            continue
+        with open(path, encoding="utf-8") as file:
+            try:
+                settings = json.load(file)
+            except json.JSONDecodeError as error:
+                raise ValueError(
+                    f"The training run's {run_checks.SETTINGS_FILE} is not "
+                    f"valid JSON ({error}); repair or delete it. Received: {path}"
+                ) from None
+        languages = {
+            name: settings[name]
+            for name in ("src_lang", "tgt_lang")
+            if name in settings
+        }
+        if len(languages) == 2:
+            return languages, folder
+    return None
+
+
+def _languages(flag_values) -> tuple[str, str]:
+    """`--src_lang` and `--tgt_lang`, defaulting to the model's training run.
+
+    Raises:
+        ValueError: if a language passed contradicts the training run's.
+    """
+    found = _trained_languages(flag_values.model)
+    if found is None:
+        return flag_values.src_lang, flag_values.tgt_lang
+    trained, folder = found
+    passed = {
+        name: flag_values[name].value for name in trained if flag_values[name].present
+    }
+    if any(value != trained[name] for name, value in passed.items()):
+        given = " ".join(f"--{name}={value}" for name, value in passed.items())
+        raise ValueError(
+            f"The model was trained {trained['src_lang']}->{trained['tgt_lang']} "
+            f"({run_checks.SETTINGS_FILE} in {folder}) but {given}; drop the "
+            f"flags or correct them. Received: model={flag_values.model}"
+        )
+    return trained["src_lang"], trained["tgt_lang"]
+
+
+def _check_test_set_flags(flag_values) -> None:
+    """Fails unless the flags name one test set: --src and --ref, or --data.
+
+    Raises:
+        ValueError: naming the flags given.
+    """
+    src, ref, data = flag_values.src, flag_values.ref, flag_values.data
+    received = f"Received: src={src}, ref={ref}, data={data}"
+    if data and (src or ref):
+        raise ValueError(
+            f"Pass either --src and --ref, or --data, not both. {received}"
+        )
+    if data:
+        return
+    if src and not ref:
+        raise ValueError(
+            "`--src` needs `--ref`, the reference translations to score "
+            "against (to translate without scoring, use "
+            f"keras_transformer.translate). {received}"
+        )
+    if ref and not src:
+        raise ValueError(
+            f"`--ref` needs `--src`, the source sentences to translate. {received}"
+        )
+    if not src:
+        raise ValueError(f"Pass --src and --ref files, or --data. {received}")
+
+
+def _check_output(flag_values) -> None:
+    """Fails if `--output` is an input file, which writing it would destroy.
+
+    Raises:
+        ValueError: naming both paths.
+    """
+    output = flag_values.output
+    for name, what in (("ref", "references"), ("src", "sources")):
+        path = flag_values[name].value
+        if output and path and same_file(output, path):
+            raise ValueError(
+                "`--output` must not be an input file: writing it would "
+                f"overwrite the {what}; choose another path. "
+                f"Received: output={output}, {name}={path}"
+            )
+
+
+def _test_set(flag_values, src_lang: str, tgt_lang: str):
+    """The (sources, references) of the flags (see `_check_test_set_flags`).
+
+    Raises:
+        ValueError: if --src and --ref differ in length.
+    """
+    if flag_values.data:
         from keras_transformer.data import sources
 
         return sources.load_pairs(
-            FLAGS.data,
-            FLAGS.split,
-            FLAGS.src_lang,
-            FLAGS.tgt_lang,
-            FLAGS.data_dir,
+            flag_values.data,
+            flag_values.split,
+            src_lang,
+            tgt_lang,
+            flag_values.data_dir,
         )
-    if not (FLAGS.src and FLAGS.ref):
-        raise ValueError(
-            "Pass --src and --ref files, or --data. "
-            f"Received: src={FLAGS.src}, ref={FLAGS.ref}, data=None"
-        )
-    sources_, references = read_lines(FLAGS.src), read_lines(FLAGS.ref)
+    src, ref = flag_values.src, flag_values.ref
+    sources_, references = read_lines(src), read_lines(ref)
     if len(sources_) != len(references):
         raise ValueError(
             "--src and --ref must have one line per sentence. Received: "
-            f"{FLAGS.src} has {len(sources_)} lines, "
-            f"{FLAGS.ref} has {len(references)}"
+            f"{src} has {len(sources_)} lines, {ref} has {len(references)}"
         )
     return sources_, references
 
@@ -99,7 +240,16 @@ def _open_output(path: str):
         ) from None
 
 
-def main(argv):
+def main(argv, flag_values=FLAGS):
+    """Evaluates the model of the flags (see the module docstring).
+
+    Args:
+        argv: the command line left after the flags (only the program).
+        flag_values: the parsed flags.
+
+    Returns:
+        The exit status: 0, or 1 after a one-line error on stderr.
+    """
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     import tensorflow as tf
@@ -107,21 +257,28 @@ def main(argv):
     from keras_transformer import evaluation, inference
 
     try:
+        # Checks of the flags alone, before any file is read or written.
+        _check_test_set_flags(flag_values)
+        _check_output(flag_values)
+        src_lang, tgt_lang = _languages(flag_values)
+        evaluation.check_target_language(tgt_lang)
         # Before TensorFlow's first op: the setting is fixed once it starts.
-        inference.set_decoding_threads(FLAGS.model, FLAGS.intra_op_threads)
-        sources_, references = _test_set()
-        translator = inference.load_translator(FLAGS.model, FLAGS.vocab)
+        inference.set_decoding_threads(flag_values.model, flag_values.intra_op_threads)
+        sources_, references = _test_set(flag_values, src_lang, tgt_lang)
+        translator = inference.load_translator(flag_values.model, flag_values.vocab)
         # Before the long translation, so a bad path fails at once.
-        output = _open_output(FLAGS.output) if FLAGS.output else None
+        output = _open_output(flag_values.output) if flag_values.output else None
     except (ValueError, OSError, TypeError, tf.errors.OpError) as error:
         # User errors: one line, no traceback. The tf.errors come from an
         # unreadable --vocab or input file (missing, or a directory).
         return fail("evaluate", error)
-    hypotheses = translator.translate(sources_, FLAGS.batch_size, progress_printer())
+    hypotheses = translator.translate(
+        sources_, flag_values.batch_size, progress_printer()
+    )
     if output:
         with output:
             output.writelines(line + "\n" for line in hypotheses)
-    scores = evaluation.score(hypotheses, references, FLAGS.tgt_lang)
+    scores = evaluation.score(hypotheses, references, tgt_lang)
     print(
         f"{translator.description}: BLEU {scores.bleu:.2f} "
         f"({scores.bleu_signature}), chrF {scores.chrf:.2f}, tokenized BLEU "
@@ -132,5 +289,11 @@ def main(argv):
     return 0
 
 
-if __name__ == "__main__":
+def run():
+    """Entry point of `python -m keras_transformer.evaluate`."""
+    define_flags()
     app.run(main)
+
+
+if __name__ == "__main__":
+    run()

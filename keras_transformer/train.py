@@ -138,7 +138,12 @@ def define_flags(flag_values=FLAGS):
         "XLA-compile the training step (also under tf.distribute).",
         **fv,
     )
-    flags.DEFINE_integer("seed", 0, "Random seed.", **fv)
+    flags.DEFINE_integer(
+        "seed",
+        0,
+        "Seed of initialization, data order and dropout (a resumed run keeps it).",
+        **fv,
+    )
     flags.mark_flag_as_required("model_dir", **fv)
     flags.register_validator(
         "learning_rate_scale",

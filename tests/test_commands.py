@@ -190,7 +190,10 @@ class CommandsTest(TestCase):
             "Hi.",
         )
         self.assertEqual(no_vocab.returncode, 1)
-        self.assertIn(f"translate: error: {missing_vocab}", no_vocab.stderr)
+        self.assertIn(
+            f"translate: error: Sentencepiece model file {missing_vocab} does not exist",
+            no_vocab.stderr,
+        )
         self.assertNotIn("Traceback", no_vocab.stderr)
 
     def test_bad_output_path_fails_before_translating(self):

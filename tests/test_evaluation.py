@@ -1,6 +1,20 @@
-import sacrebleu
+import contextlib
+import io
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+from unittest import mock
 
-from keras_transformer import evaluation
+import sacrebleu
+import sacremoses
+from absl import flags
+from sacrebleu.tokenizers import tokenizer_ja_mecab, tokenizer_ko_mecab
+
+from keras_transformer import evaluate, evaluation
+from keras_transformer.training import run_checks
 from tests.test_case import TestCase
 
 REFERENCES = [
@@ -8,6 +22,22 @@ REFERENCES = [
     "Am dritten Mai liest die Frau ein Buch.",
     "Ich weiß, dass das Kind ein rotes Auto kaufen will.",
 ]
+
+
+def parse(*args):
+    """The evaluate command's flags, parsed from `args`."""
+    flag_values = flags.FlagValues()
+    evaluate.define_flags(flag_values)
+    flag_values(["evaluate", *args])
+    return flag_values
+
+
+def run_main(*args):
+    """`evaluate.main` on the flags; its exit status and stderr."""
+    stderr = io.StringIO()
+    with contextlib.redirect_stderr(stderr):
+        status = evaluate.main(["evaluate"], parse(*args))
+    return status, stderr.getvalue()
 
 
 class EvaluationTest(TestCase):
@@ -55,3 +85,216 @@ class EvaluationTest(TestCase):
             evaluation.score(REFERENCES[:2], REFERENCES)
         with self.assertRaisesRegex(ValueError, "empty"):
             evaluation.score([], [])
+
+    def test_bleu_tokenizes_chinese_targets_as_sacrebleu_does(self):
+        references = ["我们今天去公园散步。", "他昨天买了一本新书。"]
+        hypotheses = ["我们今天去公园跑步。", "他昨天买了一本旧书。"]
+        scores = evaluation.score(hypotheses, references, target_lang="zh")
+        self.assertIn("tok:zh", scores.bleu_signature)
+        expected = sacrebleu.corpus_bleu(hypotheses, [references], tokenize="zh")
+        self.assertAllClose(scores.bleu, expected.score)
+        self.assertGreater(scores.bleu, 50.0)  # 13a's whole-sentence words: 0.
+
+    def test_bleu_is_unchanged_for_languages_with_spaces(self):
+        hypotheses = [
+            "Der Mann sieht einen großen Hund.",
+            "Am dritten Mai liest eine Frau das Buch.",
+            "Ich weiß, dass das Kind ein Auto will.",
+        ]
+        expected = sacrebleu.corpus_bleu(hypotheses, [REFERENCES]).score
+        for lang in ("en", "de", "fr"):
+            scores = evaluation.score(hypotheses, REFERENCES, target_lang=lang)
+            self.assertIn("tok:13a", scores.bleu_signature)
+            self.assertAllClose(scores.bleu, expected)
+
+    def test_missing_japanese_and_korean_tokenizers_are_clear_errors(self):
+        # As without mecab-python3 / mecab-ko installed (sacreBLEU's extras).
+        for lang, module in (("ja", tokenizer_ja_mecab), ("ko", tokenizer_ko_mecab)):
+            message = (
+                f"BLEU for target language {lang} needs an optional sacreBLEU "
+                f"tokenizer that is not installed; install it with pip install "
+                f"'sacrebleu[{lang}]'. Received: target_lang={lang}"
+            )
+            with mock.patch.object(module, "MeCab", None):
+                with self.assertRaisesRegex(ValueError, f"^{re.escape(message)}$"):
+                    evaluation.check_target_language(lang)
+                with self.assertRaisesRegex(ValueError, "sacrebleu"):
+                    evaluation.score(["一"], ["一"], target_lang=lang)
+        evaluation.check_target_language("de")
+
+    def test_tokenized_bleu_is_multi_bleu_without_smoothing(self):
+        # 1- to 4-gram precisions 5/5, 3/4, 2/3, 1/2; 5 words against 6.
+        hypothesis = ["Der Mann sieht den Hund"]
+        reference = ["Der Mann sieht den großen Hund"]
+        self.assertAllClose(
+            evaluation.tokenized_bleu(hypothesis, reference),
+            100 * math.exp(1 - 6 / 5) * (1 * 3 / 4 * 2 / 3 * 1 / 2) ** 0.25,
+        )
+        # No 4-gram in common: multi-bleu.perl gives 0 (smoothing: 10.68).
+        self.assertEqual(
+            evaluation.tokenized_bleu(
+                ["Der Hund läuft schnell weg."], ["Ein Hund rennt schnell davon."]
+            ),
+            0.0,
+        )
+
+    def test_paper_tokenization_builds_one_moses_tokenizer_per_language(self):
+        evaluation._moses_tokenizer.cache_clear()
+        with mock.patch.object(
+            sacremoses, "MosesTokenizer", wraps=sacremoses.MosesTokenizer
+        ) as constructor:
+            for sentence in REFERENCES:
+                evaluation.paper_tokenize(sentence, "de")
+            evaluation.paper_tokenize("The man sees the dog.", "en")
+        self.assertEqual(constructor.call_count, 2)
+        evaluation._moses_tokenizer.cache_clear()
+
+
+class EvaluateCommandTest(TestCase):
+    def tempdir(self):
+        folder = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
+        return folder
+
+    def setUp(self):
+        super().setUp()
+        self.folder = self.tempdir()
+        self.src = os.path.join(self.folder, "test.en")
+        self.ref = os.path.join(self.folder, "test.de")
+        for path, line in ((self.src, "Hello."), (self.ref, "Hallo.")):
+            with open(path, "w", encoding="utf-8") as file:
+                file.write(line + "\n")
+        # A training directory of a de->en run (the model is never loaded).
+        self.model_dir = os.path.join(self.folder, "run")
+        os.makedirs(os.path.join(self.model_dir, "checkpoints"))
+        for name in ("model.keras", "averaged.keras", "checkpoints/ckpt-2.keras"):
+            open(os.path.join(self.model_dir, name), "wb").close()
+        settings = {"src_lang": "de", "tgt_lang": "en", "data": "demo"}
+        with open(os.path.join(self.model_dir, run_checks.SETTINGS_FILE), "w") as f:
+            json.dump(settings, f)
+
+    def assert_one_line_error(self, args, message):
+        status, stderr = run_main(*args)
+        self.assertEqual(status, 1)
+        self.assertEqual(stderr, f"evaluate: error: {message}\n")
+
+    def test_output_must_not_be_an_input_file(self):
+        model = f"--model={self.model_dir}"
+        inputs = [model, f"--src={self.src}", f"--ref={self.ref}"]
+        hard_link = os.path.join(self.folder, "hard.de")
+        os.link(self.ref, hard_link)
+        symlink = os.path.join(self.folder, "link.en")
+        os.symlink(self.src, symlink)
+        for output, name, path, what in (
+            (self.ref, "ref", self.ref, "references"),
+            (hard_link, "ref", self.ref, "references"),
+            (os.path.join(self.folder, ".", "test.de"), "ref", self.ref, "references"),
+            (symlink, "src", self.src, "sources"),
+        ):
+            self.assert_one_line_error(
+                [*inputs, f"--output={output}"],
+                "`--output` must not be an input file: writing it would "
+                f"overwrite the {what}; choose another path. "
+                f"Received: output={output}, {name}={path}",
+            )
+        with open(self.ref, encoding="utf-8") as file:
+            self.assertEqual(file.read(), "Hallo.\n")
+        with open(self.src, encoding="utf-8") as file:
+            self.assertEqual(file.read(), "Hello.\n")
+
+    def test_test_set_flags_name_one_test_set(self):
+        model = f"--model={self.model_dir}"
+        src, ref = f"--src={self.src}", f"--ref={self.ref}"
+        for args, message in (
+            (
+                [src, ref, "--data=demo"],
+                "Pass either --src and --ref, or --data, not both. Received: "
+                f"src={self.src}, ref={self.ref}, data=demo",
+            ),
+            (
+                [ref, "--data=demo"],
+                "Pass either --src and --ref, or --data, not both. Received: "
+                f"src=None, ref={self.ref}, data=demo",
+            ),
+            (
+                [src],
+                "`--src` needs `--ref`, the reference translations to score "
+                "against (to translate without scoring, use "
+                "keras_transformer.translate). Received: "
+                f"src={self.src}, ref=None, data=None",
+            ),
+            (
+                [ref],
+                "`--ref` needs `--src`, the source sentences to translate. "
+                f"Received: src=None, ref={self.ref}, data=None",
+            ),
+            (
+                [],
+                "Pass --src and --ref files, or --data. "
+                "Received: src=None, ref=None, data=None",
+            ),
+        ):
+            self.assert_one_line_error([model, *args], message)
+
+    def test_languages_default_to_the_training_runs(self):
+        for model in (
+            self.model_dir,
+            os.path.join(self.model_dir, "averaged.keras"),
+            os.path.join(self.model_dir, "checkpoints", "ckpt-2.keras"),
+        ):
+            self.assertEqual(
+                evaluate._languages(parse(f"--model={model}")), ("de", "en")
+            )
+            self.assertEqual(
+                evaluate._languages(parse(f"--model={model}", "--tgt_lang=en")),
+                ("de", "en"),
+            )
+        # Without settings.json (e.g. an export), the flags as given.
+        export = self.tempdir()
+        self.assertEqual(evaluate._languages(parse(f"--model={export}")), ("en", "de"))
+        self.assertEqual(
+            evaluate._languages(
+                parse(f"--model={export}", "--src_lang=fr", "--tgt_lang=en")
+            ),
+            ("fr", "en"),
+        )
+
+    def test_languages_that_contradict_the_training_run_are_errors(self):
+        checkpoint = os.path.join(self.model_dir, "checkpoints", "ckpt-2.keras")
+        data = [f"--src={self.src}", f"--ref={self.ref}"]
+        for model, languages in (
+            (self.model_dir, ["--src_lang=en", "--tgt_lang=de"]),
+            (checkpoint, ["--tgt_lang=de"]),
+        ):
+            self.assert_one_line_error(
+                [f"--model={model}", *data, *languages],
+                "The model was trained de->en (settings.json in "
+                f"{self.model_dir}) but {' '.join(languages)}; drop the flags "
+                f"or correct them. Received: model={model}",
+            )
+
+    def test_settings_that_are_not_json_are_a_clear_error(self):
+        path = os.path.join(self.model_dir, run_checks.SETTINGS_FILE)
+        with open(path, "w") as file:
+            file.write("{")
+        self.assert_one_line_error(
+            [f"--model={self.model_dir}", f"--src={self.src}", f"--ref={self.ref}"],
+            "The training run's settings.json is not valid JSON (Expecting "
+            "property name enclosed in double quotes: line 1 column 2 (char 1)); "
+            f"repair or delete it. Received: {path}",
+        )
+
+    def test_missing_bleu_tokenizer_fails_before_translating(self):
+        export = self.tempdir()  # No settings, no model.
+        with mock.patch.object(tokenizer_ja_mecab, "MeCab", None):
+            self.assert_one_line_error(
+                [
+                    f"--model={export}",
+                    f"--src={self.src}",
+                    f"--ref={self.ref}",
+                    "--tgt_lang=ja",
+                ],
+                "BLEU for target language ja needs an optional sacreBLEU "
+                "tokenizer that is not installed; install it with pip install "
+                "'sacrebleu[ja]'. Received: target_lang=ja",
+            )

@@ -3,6 +3,7 @@
 Every error names the file and, where it applies, the line (1-based).
 """
 
+import codecs
 import os
 
 import tensorflow as tf
@@ -11,10 +12,16 @@ import tensorflow as tf
 def read_lines(path: str) -> list[str]:
     """Reads a UTF-8 text file into a list of lines.
 
-    Lines are split on "\\n" only (not on the other Unicode line breaks that
-    `str.splitlines` honours, which would break the alignment of parallel
-    files); surrounding whitespace, including a Windows "\\r", is removed.
-    A final newline does not make an extra line.
+    Lines are split on "\\n" only (not on the other Unicode line breaks
+    that `str.splitlines` honours, which would break the alignment of
+    parallel files); surrounding whitespace is removed. A final newline does
+    not make an extra line, and a UTF-8 byte-order mark at the start of the
+    file is dropped.
+
+    Carriage returns right before a "\\n" belong to the line end (Windows'
+    "\\r\\n"). Any other "\\r" is an error, never text: a file with old Mac
+    "\\r" line ends would otherwise read as one line, and a pair of them as
+    one silently joined pair.
 
     Args:
         path: path of the file (any filesystem `tf.io.gfile` reads).
@@ -24,10 +31,13 @@ def read_lines(path: str) -> list[str]:
 
     Raises:
         FileNotFoundError: if the file does not exist.
-        ValueError: if the file is empty or is not valid UTF-8 (the message
-            names the line of the first invalid byte).
+        ValueError: if `path` is a directory or cannot be read, or the file
+            is empty (a byte-order mark alone is empty), is not valid UTF-8
+            (the message names the line of the first invalid byte; UTF-16
+            is named as such), or holds a "\\r" inside a line (the message
+            names the line).
     """
-    return _lines(_read_text(path))
+    return _lines(_read_text(path), path, "path")
 
 
 def split_lines(data: bytes, name: str) -> list[str]:
@@ -40,18 +50,46 @@ def split_lines(data: bytes, name: str) -> list[str]:
 
     Raises:
         ValueError: if `data` is not valid UTF-8 (the message names the
-            line of the first invalid byte).
+            line of the first invalid byte) or holds a "\\r" inside a line.
     """
     text = decode_utf8(data, name, argument="input")
-    return _lines(text) if text else []
+    return _lines(text, name, "input") if text else []
 
 
-def _lines(text: str) -> list[str]:
-    return [line.strip() for line in text.removesuffix("\n").split("\n")]
+def _lines(text: str, name: str, argument: str) -> list[str]:
+    """The stripped lines of `text`; a final newline makes no extra line."""
+    return [line.strip() for line in _split(text.removesuffix("\n"), name, argument)]
+
+
+def _split(text: str, name: str, argument: str) -> list[str]:
+    """`text` split on "\\n", without the "\\r" of "\\r\\n" line ends.
+
+    Raises:
+        ValueError: if a "\\r" is left inside a line (old Mac line ends or
+            a stray carriage return); the message names `name` and the line.
+    """
+    lines = text.split("\n")
+    if "\r" not in text:  # The common case, checked in one pass.
+        return lines
+    lines = [line.rstrip("\r") for line in lines]
+    for number, line in enumerate(lines, start=1):
+        if "\r" in line:
+            raise ValueError(
+                f"{name} line {number} holds a carriage return (\\r) that "
+                "does not end a \\r\\n line, so where its sentences end is "
+                "unclear. If the file uses old Mac line ends, convert them "
+                "(e.g. `tr '\\r' '\\n'`); otherwise delete the stray \\r. "
+                f"Received: {argument}={name}, line={number}"
+            )
+    return lines
 
 
 def decode_utf8(data: bytes, name: str, argument: str = "path") -> str:
-    """`data` decoded as UTF-8.
+    """`data` decoded as UTF-8, without a leading byte-order mark.
+
+    A UTF-8 byte-order mark (U+FEFF, which some Windows editors write) at
+    the start of `data` is dropped ("utf-8-sig"), so that it does not stick
+    to the first sentence.
 
     Args:
         data: the bytes.
@@ -60,8 +98,18 @@ def decode_utf8(data: bytes, name: str, argument: str = "path") -> str:
 
     Raises:
         ValueError: if it is not valid UTF-8; the message names `name` and
-            the line of the first invalid byte.
+            the line of the first invalid byte, or says that `data` is
+            UTF-16 if it starts with a UTF-16 byte-order mark.
     """
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise ValueError(
+            f"{name} is UTF-16 (it starts with a UTF-16 byte-order mark), "
+            "not UTF-8. Convert it to UTF-8 (e.g. `iconv -f UTF-16 -t "
+            f"UTF-8`). Received: {argument}={name}"
+        )
+    # Not "utf-8-sig", whose error offsets would not index `data`. The mark
+    # holds no "\n", so line numbers stay those of the file.
+    data = data.removeprefix(codecs.BOM_UTF8)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -74,22 +122,60 @@ def decode_utf8(data: bytes, name: str, argument: str = "path") -> str:
         ) from None
 
 
+def read_file(path: str, what: str, hint: str) -> bytes:
+    """The bytes of the file at `path`, with one-line errors for a bad path.
+
+    Args:
+        path: path of the file (any filesystem `tf.io.gfile` reads).
+        what: what the file is, to start the messages (e.g. "Text corpus
+            file").
+        hint: how to find the right path, the fix given when `path` does
+            not exist or is a directory.
+
+    Returns:
+        The contents.
+
+    Raises:
+        FileNotFoundError: if nothing exists at `path`.
+        ValueError: if `path` is a directory, or cannot be read (no
+            permission, a filesystem TensorFlow lacks, ...): the message
+            gives TensorFlow's reason instead of its traceback.
+    """
+    try:
+        if not tf.io.gfile.exists(path):
+            raise FileNotFoundError(
+                f"{what} {path} does not exist. {hint} Received: path={path}"
+            )
+        if tf.io.gfile.isdir(path):
+            raise ValueError(
+                f"{what} {path} is a directory, not a file. {hint} "
+                f"Received: path={path}"
+            )
+        with tf.io.gfile.GFile(path, "rb") as f:
+            return f.read()
+    except tf.errors.OpError as error:
+        raise ValueError(
+            f"{what} {path} cannot be read ({error.message}). Check that it "
+            f"is a readable file. Received: path={path}"
+        ) from None
+
+
 def _read_text(path: str) -> str:
     """Checked UTF-8 contents of `path`, without the final newline."""
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(
-            f"Text corpus file {path} does not exist. Check the path, and for "
-            "`text:PREFIX` corpora that the files are named PREFIX.SRC_LANG "
-            f"and PREFIX.TGT_LANG. Received: path={path}"
-        )
-    with tf.io.gfile.GFile(path, "rb") as f:
-        data = f.read()
-    if not data.strip():
+    data = read_file(
+        path,
+        "Text corpus file",
+        "Check the path, and for `text:PREFIX` corpora that the files are "
+        "named PREFIX.SRC_LANG and PREFIX.TGT_LANG; a `tsv:FILE` corpus is "
+        "one file (e.g. tsv:PATH/train.tsv).",
+    )
+    text = decode_utf8(data, path)
+    if not text.strip():
         raise ValueError(
             f"Text corpus file {path} is empty. A corpus file needs one "
             f"sentence per line. Received: path={path}"
         )
-    return decode_utf8(data, path).removesuffix("\n")
+    return text.removesuffix("\n")
 
 
 def read_parallel_files(
@@ -106,8 +192,9 @@ def read_parallel_files(
 
     Raises:
         FileNotFoundError: if a file does not exist.
-        ValueError: if a file is empty or not UTF-8, or if the files have
-            different line counts.
+        ValueError: if a file is unreadable or is not a text file
+            `read_lines` accepts, or if the files have different line
+            counts.
     """
     sources = read_lines(source_path)
     targets = read_lines(target_path)
@@ -134,13 +221,14 @@ def read_tsv(path: str) -> tuple[list[str], list[str]]:
 
     Raises:
         FileNotFoundError: if the file does not exist.
-        ValueError: if the file is empty or not UTF-8, or a line does not
-            have exactly two fields (the message names the line).
+        ValueError: if the file is unreadable or is not a text file
+            `read_lines` accepts, or a line does not have exactly two fields
+            (the message names the line).
     """
     sources, targets = [], []
-    lines = _read_text(path).split("\n")
+    lines = _split(_read_text(path), path, "path")
     for number, line in enumerate(lines, start=1):
-        fields = line.rstrip("\r\n").split("\t")
+        fields = line.split("\t")
         if len(fields) != 2:
             raise ValueError(
                 f"{path} line {number} has {len(fields)} tab-separated "

@@ -45,8 +45,8 @@ def load_tfds_split(
         in the stored order.
 
     Raises:
-        ValueError: if `split` is unknown or a language is not in the
-            dataset's pair.
+        ValueError: if `name` is not a TFDS dataset, `split` is unknown or a
+            language is not in the dataset's pair.
         FileNotFoundError: if the data has not been prepared in `data_dir`;
             the message gives the command that prepares it.
     """
@@ -54,7 +54,15 @@ def load_tfds_split(
         raise ValueError(
             f"`split` must be one of {sorted(TFDS_SPLITS)}. Received: split={split}"
         )
-    builder = tfds.builder(name, data_dir=data_dir)
+    try:
+        builder = tfds.builder(name, data_dir=data_dir)
+    except tfds.core.DatasetNotFoundError:
+        # TFDS's own message lists all of its ~450 datasets.
+        raise ValueError(
+            f"Unknown TFDS dataset '{name}'; use a translation dataset such "
+            "as wmt14_translate/de-en or wmt14_translate/fr-en. "
+            f"Received: name={name}"
+        ) from None
     languages = list(builder.info.features.languages)
     for arg, lang in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
         if lang not in languages:

@@ -7,13 +7,16 @@ UTF-8 byte pieces, so unknown characters survive a round trip.
 
 import os
 import re
+import tempfile
 from collections.abc import Iterable
 
 import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
+from sentencepiece import sentencepiece_model_pb2
 
 from keras_transformer import tokens
+from keras_transformer.data import text_files
 
 # Byte pieces <0x00>..<0xFF> that `byte_fallback` reserves.
 _NUM_BYTE_PIECES = 256
@@ -23,6 +26,8 @@ _SPECIAL_PIECES = (
     tokens.BOS_PIECE,
     tokens.EOS_PIECE,
 )
+# Longer training sentences are skipped (sentencepiece's default).
+_MAX_SENTENCE_BYTES = 4192
 
 
 def train_subword_vocab(
@@ -45,13 +50,15 @@ def train_subword_vocab(
         vocab_size: number of pieces including the 4 special ids and the 256
             byte-fallback pieces; the paper uses 37000 (en-de) and 32000
             (en-fr).
-        model_prefix: output path without extension; writes
-            `model_prefix.model` and `model_prefix.vocab`.
+        model_prefix: output path without extension, on any filesystem
+            `tf.io.gfile` writes (e.g. gs://); writes `model_prefix.vocab`,
+            then `model_prefix.model`, which appears whole or not at all.
         character_coverage: share of characters that get their own piece;
             the rarest rest is spelled with byte pieces.
         max_sentences: at most this many sentences, sampled with `seed`,
             are used to learn the merges (sentencepiece's
-            `input_sentence_size`).
+            `input_sentence_size`). Sentences longer than 4192 UTF-8 bytes
+            are skipped.
         seed: seed of that sampling.
 
     Returns:
@@ -60,7 +67,8 @@ def train_subword_vocab(
     Raises:
         ValueError: if `vocab_size` is too small for the special, byte and
             character pieces, or larger than the text supports (the message
-            gives the limit), or if `sentences` is empty. A vocabulary is
+            gives the limit), or if `sentences` is empty or holds no usable
+            sentence (all blank or longer than 4192 bytes). A vocabulary is
             never silently smaller than asked.
     """
     minimum = len(_SPECIAL_PIECES) + _NUM_BYTE_PIECES + 1
@@ -71,32 +79,51 @@ def train_subword_vocab(
             f"Received: vocab_size={vocab_size}"
         )
     counted = _CountingIterator(sentences)
-    folder = os.path.dirname(model_prefix)
-    if folder:
-        os.makedirs(folder, exist_ok=True)
     spm.set_random_generator_seed(seed)
-    try:
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=counted,
-            model_prefix=model_prefix,
-            model_type="bpe",
-            vocab_size=vocab_size,
-            character_coverage=character_coverage,
-            byte_fallback=True,
-            input_sentence_size=max_sentences,
-            shuffle_input_sentence=True,
-            pad_id=tokens.PAD_ID,
-            unk_id=tokens.UNK_ID,
-            bos_id=tokens.BOS_ID,
-            eos_id=tokens.EOS_ID,
-            pad_piece=tokens.PAD_PIECE,
-            unk_piece=tokens.UNK_PIECE,
-            bos_piece=tokens.BOS_PIECE,
-            eos_piece=tokens.EOS_PIECE,
-            minloglevel=2,
+    # sentencepiece writes with C++ file APIs that know only local paths:
+    # train into a local folder, then copy with tf.io.gfile.
+    with tempfile.TemporaryDirectory() as local_folder:
+        local_prefix = os.path.join(local_folder, "vocab")
+        try:
+            spm.SentencePieceTrainer.train(
+                sentence_iterator=counted,
+                model_prefix=local_prefix,
+                model_type="bpe",
+                vocab_size=vocab_size,
+                character_coverage=character_coverage,
+                byte_fallback=True,
+                input_sentence_size=max_sentences,
+                shuffle_input_sentence=True,
+                max_sentence_length=_MAX_SENTENCE_BYTES,
+                pad_id=tokens.PAD_ID,
+                unk_id=tokens.UNK_ID,
+                bos_id=tokens.BOS_ID,
+                eos_id=tokens.EOS_ID,
+                pad_piece=tokens.PAD_PIECE,
+                unk_piece=tokens.UNK_PIECE,
+                bos_piece=tokens.BOS_PIECE,
+                eos_piece=tokens.EOS_PIECE,
+                minloglevel=2,
+            )
+        except RuntimeError as error:
+            raise _training_error(error, vocab_size, counted.count) from error
+        with open(local_prefix + ".model", "rb") as f:
+            model = sentencepiece_model_pb2.ModelProto.FromString(f.read())
+        # The model records its prefix: the caller's, not the temporary
+        # one, keeps the file the same for the same input and seed.
+        model.trainer_spec.model_prefix = model_prefix
+        folder = os.path.dirname(model_prefix)
+        # Not for a bare scheme, such as the "ram:" of "ram://vocab".
+        if folder and not folder.endswith(":"):
+            tf.io.gfile.makedirs(folder)
+        tf.io.gfile.copy(
+            local_prefix + ".vocab", model_prefix + ".vocab", overwrite=True
         )
-    except RuntimeError as error:
-        raise _training_error(error, vocab_size, counted.count) from error
+    # Written aside, then renamed: a `.model` file is never half written.
+    partial = model_prefix + ".model.partial"
+    with tf.io.gfile.GFile(partial, "wb") as f:
+        f.write(model.SerializeToString())
+    tf.io.gfile.rename(partial, model_prefix + ".model", overwrite=True)
     return model_prefix + ".model"
 
 
@@ -122,6 +149,14 @@ def _training_error(error, vocab_size, num_sentences):
         return ValueError(
             "`sentences` is empty; the vocabulary is learned from the "
             "training text. Received: sentences=<0 sentences>"
+        )
+    if "!sentences_.empty()" in message or "all_chars_count" in message:
+        return ValueError(
+            f"`sentences` holds no usable training sentence: all "
+            f"{num_sentences} are blank or longer than {_MAX_SENTENCE_BYTES} "
+            "bytes (sentencepiece's max_sentence_length). Pass the corpus "
+            "text, one sentence per line. "
+            f"Received: sentences=<{num_sentences} sentences>"
         )
     too_high = re.search(r"value <= (\d+)", message)
     if too_high:
@@ -190,9 +225,18 @@ class SubwordTokenizer(tf.Module):
 
     @classmethod
     def from_file(cls, path: str) -> "SubwordTokenizer":
-        """Loads a `.model` file written by `train_subword_vocab`/`save`."""
-        with tf.io.gfile.GFile(path, "rb") as f:
-            proto = f.read()
+        """Loads a `.model` file written by `train_subword_vocab`/`save`.
+
+        Raises:
+            FileNotFoundError: if `path` does not exist.
+            ValueError: if `path` is a directory, cannot be read, or is not
+                a sentencepiece model with this project's special ids.
+        """
+        proto = text_files.read_file(
+            path,
+            "Sentencepiece model file",
+            "Pass the `.model` file written by training (e.g. MODEL_DIR/vocab.model).",
+        )
         try:
             return cls(proto)
         except RuntimeError:  # sentencepiece cannot parse the bytes

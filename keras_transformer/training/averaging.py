@@ -4,9 +4,12 @@ import os
 
 import numpy as np
 
+from keras_transformer.commands import same_file
 from keras_transformer.model import Transformer
 from keras_transformer.serving import load_model
 from keras_transformer.training.callbacks import list_checkpoints
+
+_CHECKPOINT_DIR = "checkpoints"
 
 
 def average_models(paths: list[str]) -> Transformer:
@@ -64,7 +67,14 @@ def last_checkpoints(model_dir: str, num_checkpoints: int) -> list[str]:
             "`num_checkpoints` must be at least 1. "
             f"Received: num_checkpoints={num_checkpoints}"
         )
-    found = list_checkpoints(os.path.join(model_dir, "checkpoints"))
+    checkpoint_dir = os.path.join(model_dir, _CHECKPOINT_DIR)
+    found = list_checkpoints(checkpoint_dir)
+    if not found:
+        raise ValueError(
+            f"No checkpoints in {checkpoint_dir} (no ckpt-<step>.keras "
+            "files): pass the directory of a training run as model_dir. "
+            f"Received: model_dir={model_dir}"
+        )
     if len(found) < num_checkpoints:
         raise ValueError(
             f"The run kept {len(found)} checkpoints, fewer than asked; train "
@@ -73,3 +83,41 @@ def last_checkpoints(model_dir: str, num_checkpoints: int) -> list[str]:
             f"num_checkpoints={num_checkpoints}"
         )
     return [path for _, path in found[-num_checkpoints:]]
+
+
+def check_output(output: str, model_dir: str) -> None:
+    """Fails unless `output` can take the averaged model, before any loading.
+
+    Args:
+        output: the `.keras` file to write.
+        model_dir: the training directory whose checkpoints are averaged.
+
+    Raises:
+        ValueError: if `output` does not end in ".keras" (what evaluation
+            and export read), its directory does not exist or is not
+            writable, or it is one of the run's checkpoints.
+    """
+    problem = None
+    folder = os.path.dirname(os.path.abspath(output))
+    if not output.endswith(".keras"):
+        problem = "must be a .keras file (evaluate and export read .keras)"
+    elif not os.path.isdir(folder):
+        problem = f"must be in an existing directory ({folder} is not one)"
+    elif not os.access(folder, os.W_OK):
+        problem = f"must be in a writable directory ({folder} is not)"
+    else:
+        checkpoints = list_checkpoints(os.path.join(model_dir, _CHECKPOINT_DIR))
+        if any(same_file(output, path) for _, path in checkpoints):
+            problem = "must not be one of the run's checkpoints (it would replace it)"
+    if problem:
+        raise ValueError(f"`output` {problem}. Received: output={output}")
+
+
+def save_averaged(model: Transformer, output: str) -> None:
+    """Saves `model` to `output`, written aside and renamed into place, so a
+    killed process never leaves a truncated file."""
+    partial = os.path.join(
+        os.path.dirname(output), "partial-" + os.path.basename(output)
+    )
+    model.save(partial)
+    os.replace(partial, output)

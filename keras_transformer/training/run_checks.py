@@ -66,7 +66,7 @@ def check_model_dir(model_dir: str, settings: dict) -> None:
     Args:
         model_dir: the run's output directory.
         settings: what a rerun must keep, as JSON-able names and values
-            (model config fields, data, languages, precision).
+            (model config fields, data, languages, precision, seed).
 
     Raises:
         ValueError: if `model_dir` is a file or cannot be created, or if

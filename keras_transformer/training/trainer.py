@@ -6,7 +6,8 @@ TensorBoard and dev-set BLEU. It reads no flags.
 
 Files in `model_dir`:
     settings.json              what a rerun must keep: model config, data,
-                               languages, precision (`run_checks.save_settings`)
+                               languages, precision, seed
+                               (`run_checks.save_settings`)
     vocab.model, vocab.vocab   the shared subword vocabulary (sentencepiece)
     vocab.data.json            the corpus and languages it was learned from
     model.keras                the model after the last step
@@ -197,6 +198,11 @@ def run_training(
             f"bleu_every_steps={bleu_every_steps}, "
             f"steps_per_checkpoint={steps_per_checkpoint}"
         )
+    if bleu_max_sentences:
+        from keras_transformer import evaluation
+
+        # Dev BLEU would otherwise fail only at its first evaluation.
+        evaluation.check_target_language(tgt_lang)
     if vocab_size is not None and vocab_size < run_checks.MIN_VOCAB_SIZE:
         raise ValueError(
             f"`vocab_size` must be at least {run_checks.MIN_VOCAB_SIZE} (4 special ids, "
@@ -236,6 +242,8 @@ def run_training(
         # Loss scaling adds optimizer variables: backups of one precision
         # do not load into the other.
         mixed_precision=mixed_precision,
+        # The data order and dropout masks a resumed run continues.
+        seed=seed,
     )
     run_checks.check_model_dir(write_dir, settings)
     keras.utils.set_random_seed(seed)

@@ -3,6 +3,8 @@
 import os
 import time
 
+from absl.testing import parameterized
+
 from keras_transformer.data import text_files
 from tests import test_case
 from tests.data import fixtures
@@ -75,6 +77,107 @@ class TextFilesTest(test_case.TestCase):
             "Received: input=standard input, line=2",
         ):
             text_files.split_lines(b"a\nHi \xff\n", "standard input")
+
+    def test_old_mac_line_ends_are_an_error_not_one_line(self):
+        # Split on "\n" alone, both files would be one joined pair.
+        source = self.write("train.en", "Hello .\rBye .\r")
+        target = self.write("train.de", "Hallo .\rTschüss .\r")
+        with self.assertRaisesRegex(
+            ValueError,
+            f"{source} line 1 holds a carriage return \\(\\\\r\\) that does "
+            r"not end a \\r\\n line.*old Mac line ends.*tr '\\r' '\\n'.*"
+            f"Received: path={source}, line=1",
+        ):
+            text_files.read_parallel_files(source, target)
+
+    def test_stray_carriage_return_inside_a_line_names_the_line(self):
+        path = self.write("train.de", "eins\nzwei\rdrei\nvier\n")
+        with self.assertRaisesRegex(
+            ValueError, f"{path} line 2 holds a carriage return.*line=2"
+        ):
+            text_files.read_lines(path)
+        path = self.write("train.tsv", "a\tb\nc\td\re\n")
+        with self.assertRaisesRegex(
+            ValueError, f"{path} line 2 holds a carriage return.*line=2"
+        ):
+            text_files.read_tsv(path)
+        with self.assertRaisesRegex(
+            ValueError,
+            "standard input line 1 holds a carriage return.*"
+            "Received: input=standard input, line=1",
+        ):
+            text_files.split_lines(b"one\rtwo\n", "standard input")
+
+    def test_carriage_returns_that_end_a_line_are_line_ends(self):
+        # "\r\r\n" is what converting a "\r\n" file twice leaves.
+        path = self.write("a.en", "one\r\ntwo\r\r\n\r\nfour")
+        self.assertEqual(text_files.read_lines(path), ["one", "two", "", "four"])
+
+    def test_utf8_byte_order_mark_is_dropped(self):
+        # Kept, it would make the first reference differ from its hypothesis.
+        source = self.write("train.en", "\ufeffHello .\nBye .\n")
+        target = self.write("train.de", "\ufeffHallo .\nTschüss .\n")
+        self.assertEqual(
+            text_files.read_parallel_files(source, target),
+            (["Hello .", "Bye ."], ["Hallo .", "Tschüss ."]),
+        )
+        path = self.write("train.tsv", "\ufeffHello .\tHallo .\n")
+        self.assertEqual(text_files.read_tsv(path), (["Hello ."], ["Hallo ."]))
+        self.assertEqual(
+            text_files.split_lines("\ufeffone\n".encode(), "standard input"),
+            ["one"],
+        )
+        # Only the leading mark: U+FEFF later in the text is text.
+        self.assertEqual(
+            text_files.split_lines("\ufeff\ufeffa".encode(), "standard input"),
+            ["\ufeffa"],
+        )
+
+    def test_byte_order_mark_alone_is_an_empty_file(self):
+        path = self.write("train.de", "\ufeff\n")
+        with self.assertRaisesRegex(
+            ValueError, f"Text corpus file {path} is empty.*Received: path="
+        ):
+            text_files.read_lines(path)
+
+    def test_invalid_utf8_after_a_byte_order_mark_names_the_line(self):
+        path = self.write("train.de", "\ufeffgut\n".encode() + b"sch\xf6n\n")
+        with self.assertRaisesRegex(
+            ValueError, f"invalid UTF-8 in {path} line 2: byte b'\\\\xf6'"
+        ):
+            text_files.read_lines(path)
+
+    @parameterized.parameters("utf-16", "utf-16-be")
+    def test_utf16_is_named_with_the_conversion(self, encoding):
+        data = "Hello .\n".encode(encoding)
+        if encoding == "utf-16-be":
+            data = b"\xfe\xff" + data
+        path = self.write("train.en", data)
+        with self.assertRaisesRegex(
+            ValueError,
+            f"{path} is UTF-16 .*not UTF-8.*iconv -f UTF-16 -t UTF-8.*"
+            f"Received: path={path}$",
+        ):
+            text_files.read_lines(path)
+
+    def test_directory_is_named_not_a_traceback(self):
+        folder = fixtures.tempdir(self)
+        with self.assertRaisesRegex(
+            ValueError,
+            f"Text corpus file {folder} is a directory, not a file.*"
+            f"tsv:PATH/train.tsv.*Received: path={folder}$",
+        ):
+            text_files.read_tsv(folder)
+
+    def test_unreadable_path_gives_the_reason(self):
+        # A filesystem TensorFlow lacks: the read fails with an OpError.
+        path = "nosuchfs://bucket/train.en"
+        with self.assertRaisesRegex(
+            ValueError,
+            f"Text corpus file {path} cannot be read \\(.*nosuchfs.*not "
+            f"implemented.*\\).*Received: path={path}$",
+        ):
+            text_files.read_lines(path)
 
     def test_missing_file(self):
         path = os.path.join(fixtures.tempdir(self), "train.fr")

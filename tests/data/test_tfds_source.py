@@ -1,5 +1,7 @@
 """Tests of the TFDS source, under `tfds.testing.mock_data` (no download)."""
 
+import os
+
 import tensorflow as tf
 import tensorflow_datasets as tfds
 from absl.testing import parameterized
@@ -69,6 +71,18 @@ class TfdsSourceTest(test_case.TestCase):
             ValueError, "`split` must be one of.*Received: split=valid"
         ):
             tfds_source.load_tfds_split("wmt14_translate/de-en", "valid", "en", "de")
+
+    def test_unknown_dataset_is_one_short_message(self):
+        # TFDS's own error lists all ~450 datasets; nothing is downloaded.
+        data_dir = fixtures.tempdir(self)
+        with self.assertRaisesRegex(
+            ValueError,
+            "^Unknown TFDS dataset 'wmt14/de-en'; use a translation dataset "
+            "such as wmt14_translate/de-en or wmt14_translate/fr-en. "
+            "Received: name=wmt14/de-en$",
+        ):
+            tfds_source.load_tfds_split("wmt14/de-en", "train", "en", "de", data_dir)
+        self.assertEqual(os.listdir(data_dir), [])
 
     def test_unprepared_data_tells_how_to_prepare_it(self):
         # The real builder, not mocked, on an empty data_dir: no download.

@@ -8,6 +8,8 @@ import textwrap
 import pytest
 import sentencepiece as spm
 import tensorflow as tf
+from absl.testing import parameterized
+from sentencepiece import sentencepiece_model_pb2
 
 from keras_transformer import tokens
 from keras_transformer.data import tokenizer as tokenizer_lib
@@ -108,6 +110,50 @@ class TrainSubwordVocabTest(test_case.TestCase):
                 [], 300, os.path.join(fixtures.tempdir(self), "m")
             )
 
+    @parameterized.named_parameters(
+        ("blank", ["", "  "] * 25),
+        ("longer_than_4192_bytes", ["word " * 1000] * 20),
+    )
+    def test_no_usable_sentence(self, sentences):
+        with self.assertRaisesRegex(
+            ValueError,
+            "`sentences` holds no usable training sentence: all "
+            f"{len(sentences)} are blank or longer than 4192 bytes "
+            "\\(sentencepiece's max_sentence_length\\).*"
+            f"Received: sentences=<{len(sentences)} sentences>",
+        ):
+            tokenizer_lib.train_subword_vocab(
+                sentences, 300, os.path.join(fixtures.tempdir(self), "m")
+            )
+
+    def test_same_input_and_seed_write_the_same_bytes(self):
+        prefix = os.path.join(fixtures.tempdir(self), "vocab")
+        contents = []
+        for _ in range(2):
+            path = tokenizer_lib.train_subword_vocab(fixtures.sentences(), 330, prefix)
+            with open(path, "rb") as f:
+                contents.append(f.read())
+        self.assertEqual(contents[0], contents[1])
+        # The model records the caller's prefix, not a temporary one.
+        model = sentencepiece_model_pb2.ModelProto.FromString(contents[0])
+        self.assertEqual(model.trainer_spec.model_prefix, prefix)
+
+    def test_writes_to_tf_io_gfile_paths(self):
+        # sentencepiece alone would write ram:// paths to ./ram:/ locally.
+        self.addCleanup(os.chdir, os.getcwd())
+        os.chdir(fixtures.tempdir(self))
+        folder = f"ram://{self.id()}/run"
+        self.addCleanup(tf.io.gfile.rmtree, folder)
+        prefix = f"{folder}/vocab"
+        path = tokenizer_lib.train_subword_vocab(fixtures.sentences(), 330, prefix)
+        self.assertEqual(path, prefix + ".model")
+        self.assertTrue(tf.io.gfile.exists(prefix + ".vocab"))
+        self.assertEqual(
+            sorted(tf.io.gfile.listdir(folder)), ["vocab.model", "vocab.vocab"]
+        )
+        self.assertEqual(tokenizer_lib.SubwordTokenizer.from_file(path).vocab_size, 330)
+        self.assertEqual(os.listdir("."), [])
+
 
 class SubwordTokenizerTest(test_case.TestCase):
     def test_round_trip_of_normalised_text(self):
@@ -176,6 +222,24 @@ class SubwordTokenizerTest(test_case.TestCase):
             ValueError, f"not a sentencepiece model.*Received: path={path}"
         ):
             tokenizer_lib.SubwordTokenizer.from_file(path)
+
+    def test_missing_model_file(self):
+        path = os.path.join(fixtures.tempdir(self), "vocab.model")
+        with self.assertRaisesRegex(
+            FileNotFoundError,
+            f"Sentencepiece model file {path} does not exist. Pass the "
+            f"`.model` file written by training.*Received: path={path}$",
+        ):
+            tokenizer_lib.SubwordTokenizer.from_file(path)
+
+    def test_directory_is_named_not_a_traceback(self):
+        folder = fixtures.tempdir(self)
+        with self.assertRaisesRegex(
+            ValueError,
+            f"Sentencepiece model file {folder} is a directory, not a file. "
+            f"Pass the `.model` file.*Received: path={folder}$",
+        ):
+            tokenizer_lib.SubwordTokenizer.from_file(folder)
 
     def test_rejects_a_model_with_other_special_ids(self):
         prefix = os.path.join(fixtures.tempdir(self), "default_ids")

@@ -41,6 +41,27 @@ class AveragingTest(TestCase):
         with self.assertRaisesRegex(ValueError, re.escape("num_checkpoints=4")):
             averaging.last_checkpoints(folder, 4)
 
+    def test_a_folder_without_checkpoints_is_named(self):
+        folder = fixtures.tempdir(self)
+        with self.assertRaisesRegex(
+            ValueError,
+            re.escape(f"No checkpoints in {folder}/checkpoints")
+            + ".*training run as model_dir",
+        ):
+            averaging.last_checkpoints(folder, 1)
+
+    def test_output_is_checked_before_any_checkpoint_is_loaded(self):
+        folder = fixtures.tempdir(self)
+        write_checkpoints(folder, [1])
+        for output, problem in (
+            ("avg.h5", "must be a .keras file"),
+            ("missing/avg.keras", "must be in an existing directory"),
+            ("checkpoints/ckpt-1.keras", "must not be one of the run's checkpoints"),
+        ):
+            with self.assertRaisesRegex(ValueError, re.escape(problem)):
+                averaging.check_output(os.path.join(folder, output), folder)
+        averaging.check_output(os.path.join(folder, "averaged.keras"), folder)
+
     @pytest.mark.slow
     def test_command_writes_the_mean_of_the_last_checkpoints(self):
         folder = fixtures.tempdir(self)
@@ -84,3 +105,4 @@ class AveragingTest(TestCase):
         self.assertEqual(missing.returncode, 1)
         self.assertIn("kept 3 checkpoints", missing.stderr)
         self.assertNotIn("Traceback", missing.stderr)
+        self.assertFalse(os.path.exists(os.path.join(folder, "averaged.keras")))

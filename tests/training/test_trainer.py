@@ -220,6 +220,8 @@ class TrainerTest(TestCase):
         # Nor can a rerun change what the saved weights and vocabulary fit.
         with self.assertRaisesRegex(ValueError, "num_layers=1 there, 2 now"):
             self.run_training(folder, tiny_config(num_layers=2), train_steps=8)
+        with self.assertRaisesRegex(ValueError, "seed=0 there, 1 now"):
+            self.run_training(folder, train_steps=8, seed=1)
         with self.assertRaisesRegex(
             ValueError, f"rerun with vocab_size={fixtures.VOCAB_SIZE} "
         ):
