@@ -53,12 +53,13 @@ def split_lines(data: bytes, name: str) -> list[str]:
             line of the first invalid byte) or holds a "\\r" inside a line.
     """
     text = decode_utf8(data, name, argument="input")
-    return _lines(text, name, "input") if text else []
+    return _lines(text.removesuffix("\n"), name, "input") if text else []
 
 
 def _lines(text: str, name: str, argument: str) -> list[str]:
-    """The stripped lines of `text`; a final newline makes no extra line."""
-    return [line.strip() for line in _split(text.removesuffix("\n"), name, argument)]
+    """The stripped lines of `text`, whose final newline is removed: a
+    blank last line (e.g. an empty translation) stays a line."""
+    return [line.strip() for line in _split(text, name, argument)]
 
 
 def _split(text: str, name: str, argument: str) -> list[str]:

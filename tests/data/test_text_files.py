@@ -28,6 +28,13 @@ class TextFilesTest(test_case.TestCase):
     def test_read_lines_keeps_blank_lines_for_counting(self):
         path = self.write("a.en", "one\n\nthree\n")
         self.assertEqual(text_files.read_lines(path), ["one", "", "three"])
+        # A blank last line (e.g. an empty translation) too, as stdin and TSV.
+        text = "one\ntwo\n\n"
+        path = self.write("b.en", text)
+        self.assertEqual(text_files.read_lines(path), ["one", "two", ""])
+        self.assertEqual(
+            text_files.split_lines(text.encode(), "standard input"), ["one", "two", ""]
+        )
 
     def test_read_parallel_files(self):
         source = self.write("train.en", "Hello .\nGood night .\n")
