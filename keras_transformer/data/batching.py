@@ -55,10 +55,13 @@ def token_batches(
     target input, EOS appended to the labels. Examples are bucketed by
     their longest sequence; a bucket of padded length P takes
     `batch_tokens // P` examples and pads them to P, so no batch holds more
-    than `batch_tokens` source or target positions (padding included), and
-    a bounded set of shapes reaches the model. Every example comes out
-    exactly once per epoch (the last batch of a bucket may be smaller), so
-    an epoch has `epoch_batch_count` batches whatever the order.
+    than `batch_tokens` source or target positions (padding included).
+    Every example comes out exactly once per epoch (the last batch of a
+    bucket may be smaller), so an epoch has `epoch_batch_count` batches
+    whatever the order. With `repeat`, that last batch of each bucket is
+    filled up with rows of padding alone (no loss or metric counts them):
+    all batches of a bucket then have one shape, so an XLA-compiled
+    training step compiles once per bucket, not again for its last batch.
 
     Examples longer than `max_length` are not dropped here (that would be
     silent): filter them first and count them, as
@@ -156,7 +159,11 @@ def token_batches(
     dataset = (
         epoch_seeds.flat_map(epoch_batches)
         .skip(skip_in_epoch)
-        .map(_to_features_and_labels)
+        .map(
+            lambda *batch: _to_features_and_labels(
+                *(_fill(batch, batch_tokens) if repeat else batch)
+            )
+        )
     )
     options = tf.data.Options()
     options.deterministic = deterministic
@@ -224,6 +231,16 @@ def _add_specials(source, target, max_length):
 def _example_length(source_ids, target_ids, labels):
     del labels  # Same length as target_ids.
     return tf.maximum(tf.shape(source_ids)[0], tf.shape(target_ids)[0])
+
+
+def _fill(batch, batch_tokens):
+    """`batch` ([B, P] tensors) with padding rows up to its bucket's size."""
+    length = tf.shape(batch[0])[1]
+    missing = batch_tokens // length - tf.shape(batch[0])[0]
+    return [
+        tf.pad(ids, [[0, missing], [0, 0]], constant_values=tokens.PAD_ID)
+        for ids in batch
+    ]
 
 
 def _to_features_and_labels(source_ids, target_ids, labels):

@@ -47,8 +47,9 @@ def _batches(dataset):
 
 
 def _indices(batches):
-    """Example indices, read back from the first source id."""
-    return [int(row[0]) - 100 for source, _, _ in batches for row in source]
+    """Example indices, read back from the first source id (rows of
+    padding alone, which fill up a bucket's last batch, have none)."""
+    return [int(row[0]) - 100 for source, _, _ in batches for row in source if row[0]]
 
 
 class TokenBatchesTest(test_case.TestCase):
@@ -64,6 +65,28 @@ class TokenBatchesTest(test_case.TestCase):
             self.assertLessEqual(target.size, batch_tokens)
             self.assertEqual(target.shape, labels.shape)
             self.assertLessEqual(source.shape[1], _MAX_LENGTH)
+
+    def test_repeated_batches_of_a_bucket_have_one_shape(self):
+        # Its last batch of an epoch is filled up with padding rows, so an
+        # XLA training step compiles once per bucket.
+        examples = _dataset(*_examples())
+        epoch = batching.epoch_batch_count(examples, 333, _MAX_LENGTH)
+        dataset = batching.token_batches(
+            examples, 333, _MAX_LENGTH, seed=2, repeat=True
+        )
+        batches = _batches(dataset.take(2 * epoch))
+        self.assertCountEqual(_indices(batches[:epoch]), range(300))
+        shapes = {}
+        for source, target, labels in batches:
+            length = source.shape[1]
+            self.assertEqual(source.shape, (333 // length, length))
+            self.assertEqual(target.shape, source.shape)
+            self.assertEqual(labels.shape, source.shape)
+            shapes.setdefault(length, []).append((source[:, 0] > 0).sum())
+        # Some bucket's last batch was short: it holds padding rows.
+        self.assertTrue(
+            any(min(rows) < 333 // length for length, rows in shapes.items())
+        )
 
     @parameterized.parameters(True, False)
     def test_every_example_exactly_once_per_epoch(self, shuffle):
@@ -84,6 +107,10 @@ class TokenBatchesTest(test_case.TestCase):
             for source_row, target_row, label_row in zip(
                 source_ids, target_ids, labels
             ):
+                if not source_row.any():
+                    # Filling up the batch: padding alone, also the labels.
+                    self.assertFalse(target_row.any() or label_row.any())
+                    continue
                 index = int(source_row[0]) - 100
                 source, target = sources[index], targets[index]
                 # Source: tokens + [EOS] + padding.
