@@ -195,6 +195,21 @@ class TokenBatchesTest(test_case.TestCase):
         self.assertNotEqual(first, second)
         self.assertEqual(two_passes(), [first, second])
 
+    def test_a_global_seed_of_zero_works_and_stays(self):
+        # TensorFlow cannot combine a tensor op seed with a global seed of 0
+        # (`keras.utils.set_random_seed(0)`); the per-epoch shuffles drop
+        # the global seed in their own graph only.
+        examples = _dataset(*_examples(count=40))
+        tf.random.set_seed(0)
+        want = float(tf.random.uniform([], seed=1))
+        tf.random.set_seed(0)
+        dataset = batching.token_batches(
+            examples, 300, _MAX_LENGTH, seed=3, repeat=True
+        )
+        self.assertEqual(float(tf.random.uniform([], seed=1)), want)
+        epoch = batching.epoch_batch_count(examples, 300, _MAX_LENGTH)
+        self.assertCountEqual(_indices(_batches(dataset.take(epoch))), range(40))
+
     @parameterized.parameters(40, 100, 333, 1000)
     def test_epoch_batch_count_counts_an_epoch(self, batch_tokens):
         examples = _dataset(*_examples())
