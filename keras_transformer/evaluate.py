@@ -181,16 +181,30 @@ def _check_test_set_flags(flag_values) -> None:
         raise ValueError(f"Pass --src and --ref files, or --data. {received}")
 
 
-def _check_output(flag_values) -> None:
-    """Fails if `--output` is an input file, which writing it would destroy.
+def _check_output(flag_values, src_lang: str, tgt_lang: str) -> None:
+    """Fails if `--output` is an input file, which writing it would destroy:
+    `--src`, `--ref`, or a file of a `--data=text:` or `tsv:` test split.
 
     Raises:
         ValueError: naming both paths.
+        FileNotFoundError: if `--data` has no test split (`sources`).
     """
     output = flag_values.output
-    for name, what in (("ref", "references"), ("src", "sources")):
-        path = flag_values[name].value
-        if output and path and same_file(output, path):
+    if not output:
+        return
+    inputs = [
+        ("ref", flag_values.ref, "references"),
+        ("src", flag_values.src, "sources"),
+    ]
+    if flag_values.data:
+        from keras_transformer.data import sources
+
+        files = sources.split_files(
+            flag_values.data, flag_values.split, src_lang, tgt_lang
+        )
+        inputs += [("data", path, f"{flag_values.split} split") for path in files]
+    for name, path, what in inputs:
+        if path and same_file(output, path):
             raise ValueError(
                 "`--output` must not be an input file: writing it would "
                 f"overwrite the {what}; choose another path. "
@@ -259,8 +273,8 @@ def main(argv, flag_values=FLAGS):
     try:
         # Checks of the flags alone, before any file is read or written.
         _check_test_set_flags(flag_values)
-        _check_output(flag_values)
         src_lang, tgt_lang = _languages(flag_values)
+        _check_output(flag_values, src_lang, tgt_lang)
         evaluation.check_target_language(tgt_lang)
         # Before TensorFlow's first op: the setting is fixed once it starts.
         inference.set_decoding_threads(flag_values.model, flag_values.intra_op_threads)

@@ -197,6 +197,15 @@ class EvaluateCommandTest(TestCase):
                 f"overwrite the {what}; choose another path. "
                 f"Received: output={output}, {name}={path}",
             )
+        # A file of a `--data` test split (the run is de->en: test.de, test.en).
+        for data in (f"text:{self.folder}/train", f"text:test={self.folder}/test"):
+            for path in (self.ref, self.src):
+                self.assert_one_line_error(
+                    [model, f"--data={data}", "--split=test", f"--output={path}"],
+                    "`--output` must not be an input file: writing it would "
+                    "overwrite the test split; choose another path. "
+                    f"Received: output={path}, data={path}",
+                )
         with open(self.ref, encoding="utf-8") as file:
             self.assertEqual(file.read(), "Hallo.\n")
         with open(self.src, encoding="utf-8") as file:

@@ -178,12 +178,34 @@ def load_pairs(
             sources.append(source.decode("utf-8"))
             targets.append(target.decode("utf-8"))
         return sources, targets
+    files = split_files(spec, split, src_lang, tgt_lang)
+    if spec.kind == "tsv":
+        return text_files.read_tsv(*files)
+    return text_files.read_parallel_files(*files)
+
+
+def split_files(
+    spec: DataSpec | str, split: str, src_lang: str, tgt_lang: str
+) -> list[str]:
+    """The files that hold one split of a "text" or "tsv" corpus.
+
+    Args: as `load_pairs`.
+
+    Returns:
+        `[source file, target file]` ("text"), `[tsv file]` ("tsv"), or
+        `[]` ("demo" and "tfds", which read no file of the user's).
+
+    Raises:
+        ValueError: for a split that an explicit spec does not name.
+        FileNotFoundError: if no sibling file holds a dev or test split.
+    """
+    spec = parse_data_spec(spec) if isinstance(spec, str) else spec
+    if spec.kind in ("demo", "tfds"):
+        return []
     location = _split_location(spec, split, src_lang)
     if spec.kind == "tsv":
-        return text_files.read_tsv(location)
-    return text_files.read_parallel_files(
-        f"{location}.{src_lang}", f"{location}.{tgt_lang}"
-    )
+        return [location]
+    return [f"{location}.{src_lang}", f"{location}.{tgt_lang}"]
 
 
 def load_split(

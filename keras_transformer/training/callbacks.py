@@ -14,6 +14,7 @@ import h5py
 import keras
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 CHECKPOINT_PATTERN = re.compile(r"^ckpt-(\d+)\.keras$")
 
@@ -107,6 +108,9 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         backup_dir: directory of the backup (kept after training, so a
             finished run reruns as a no-op).
         steps_per_epoch: optimizer steps per `fit` epoch.
+        batching: what the batches of a step depend on besides the data and
+            seed (`{"batch_tokens": ..., "replicas": ...}`), recorded so that
+            `resume_step` can warn when a rerun batches otherwise.
 
     Attributes:
         saved_step: the step of the backup on disk (0 before the first),
@@ -117,20 +121,47 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
     # the seed states.
     RESUME_GROUP = "resume"
 
-    def __init__(self, backup_dir: str, steps_per_epoch: int):
+    def __init__(
+        self, backup_dir: str, steps_per_epoch: int, batching: dict | None = None
+    ):
         super().__init__(backup_dir, delete_checkpoint=False)
         self.steps_per_epoch = steps_per_epoch
+        self.batching = dict(batching or {})
         self.saved_step = None
 
     @classmethod
-    def resume_step(cls, backup_dir: str) -> int:
-        """The step a run with this `backup_dir` resumes at (0: none)."""
+    def resume_step(cls, backup_dir: str, batching: dict | None = None) -> int:
+        """The step a run with this `backup_dir` resumes at (0: none).
+
+        Logs a warning if the backup's run batched otherwise than
+        `batching` (see the class's Args): the rerun then skips as many
+        steps, but its batches are not those the first run would have
+        trained on next.
+        """
         path = os.path.join(backup_dir, "latest.weights.h5")
         if not tf.io.gfile.exists(path):
             return 0
         with h5py.File(path, "r") as backup:
             group = backup.get(cls.RESUME_GROUP)
-            return 0 if group is None else int(group.attrs["step"])
+            if group is None:
+                return 0
+            step = int(group.attrs["step"])
+            changed = {
+                name: (group.attrs[f"batching/{name}"].item(), value)
+                for name, value in (batching or {}).items()
+                if f"batching/{name}" in group.attrs
+                and group.attrs[f"batching/{name}"] != value
+            }
+        if changed:
+            logging.warning(
+                "Resuming at step %d with other batching than the run had "
+                "(%s): training goes on from the backup, but on other "
+                "batches than an uninterrupted run's. Rerun with the "
+                "earlier values to continue its data order exactly.",
+                step,
+                ", ".join(f"{k} {was} -> {now}" for k, (was, now) in changed.items()),
+            )
+        return step
 
     def on_train_begin(self, logs=None):
         super().on_train_begin(logs)
@@ -149,6 +180,8 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         with h5py.File(partial, "a") as backup:
             group = backup.create_group(self.RESUME_GROUP)
             group.attrs["step"] = current_step(self.model)
+            for name, value in self.batching.items():
+                group.attrs[f"batching/{name}"] = value
             for index, state in enumerate(_seed_states(self.model)):
                 group[str(index)] = keras.ops.convert_to_numpy(state)
         tf.io.gfile.rename(partial, self._weights_path, overwrite=True)

@@ -270,7 +270,12 @@ def run_training(
     backup_dir = os.path.join(write_dir, "backup")
     # A resumed run skips the batches it trained on and restores the
     # dropout seeds with the weights: it goes on as if never stopped.
-    start_step = callbacks_lib.ResumableBackup.resume_step(backup_dir)
+    # The step's batches depend on these too (besides data and seed).
+    batching = {
+        "batch_tokens": batch_tokens,
+        "replicas": strategy_obj.num_replicas_in_sync,
+    }
+    start_step = callbacks_lib.ResumableBackup.resume_step(backup_dir, batching)
     dataset, data_stats = pipeline.make_training_dataset(
         spec,
         tokenizer,
@@ -323,7 +328,7 @@ def run_training(
         )
         run_callbacks.append(bleu)
     # Kept after the last step, so rerunning a finished run is a no-op.
-    backup = callbacks_lib.ResumableBackup(backup_dir, steps_per_checkpoint)
+    backup = callbacks_lib.ResumableBackup(backup_dir, steps_per_checkpoint, batching)
     run_callbacks += [
         keras.callbacks.TensorBoard(paths["log_dir"]),
         backup,

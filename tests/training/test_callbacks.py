@@ -167,6 +167,21 @@ class CallbacksTest(TestCase):
         self.assertEqual(callbacks_lib.current_step(model), 3)
         self.assertEqual(backup.saved_step, 2)
 
+    def test_resume_step_warns_when_the_batching_changed(self):
+        backup_dir = os.path.join(fixtures.tempdir(self), "backup")
+        batching = {"batch_tokens": 64, "replicas": 1}
+        self.fit([callbacks_lib.ResumableBackup(backup_dir, 2, batching)], epochs=1)
+        resume_step = callbacks_lib.ResumableBackup.resume_step
+        with self.assertNoLogs("absl", "WARNING"):
+            self.assertEqual(resume_step(backup_dir, batching), 2)
+        with self.assertLogs("absl", "WARNING") as logs:
+            step = resume_step(backup_dir, {"batch_tokens": 64, "replicas": 8})
+        self.assertEqual(step, 2)
+        (message,) = logs.output
+        self.assertIn("Resuming at step 2 with other batching", message)
+        self.assertIn("replicas 1 -> 8", message)
+        self.assertNotIn("batch_tokens", message)
+
     def test_a_backup_of_another_model_fails_in_one_line(self):
         backup_dir = os.path.join(fixtures.tempdir(self), "backup")
         self.fit([callbacks_lib.ResumableBackup(backup_dir, 2)], epochs=1)
