@@ -45,8 +45,8 @@ def load_tfds_split(
         in the stored order.
 
     Raises:
-        ValueError: if `name` is not a TFDS dataset, `split` is unknown or a
-            language is not in the dataset's pair.
+        ValueError: if `name` is not a TFDS dataset or config, `split` is
+            unknown or a language is not in the dataset's pair.
         FileNotFoundError: if the data has not been prepared in `data_dir`;
             the message gives the command that prepares it.
     """
@@ -63,6 +63,16 @@ def load_tfds_split(
             "as wmt14_translate/de-en or wmt14_translate/fr-en. "
             f"Received: name={name}"
         ) from None
+    except ValueError as error:
+        # TFDS's message for an unknown config lists no config.
+        dataset, _, config = name.partition("/")
+        configs = [c.name for c in tfds.builder_cls(dataset).BUILDER_CONFIGS]
+        if not config or config in configs:
+            raise
+        raise ValueError(
+            f"{dataset} has no config '{config}'; pick one of {configs} "
+            f"(the language pair). Received: name={name}"
+        ) from error
     languages = list(builder.info.features.languages)
     for arg, lang in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
         if lang not in languages:

@@ -84,6 +84,20 @@ class TfdsSourceTest(test_case.TestCase):
             tfds_source.load_tfds_split("wmt14/de-en", "train", "en", "de", data_dir)
         self.assertEqual(os.listdir(data_dir), [])
 
+    def test_unknown_config_names_the_configs(self):
+        # TFDS's own message promises close matches and lists none.
+        data_dir = fixtures.tempdir(self)
+        with self.assertRaisesRegex(
+            ValueError,
+            r"^wmt14_translate has no config 'de-fr'; pick one of \['cs-en', "
+            r"'de-en', 'fr-en', 'hi-en', 'ru-en'\] \(the language pair\)\. "
+            "Received: name=wmt14_translate/de-fr$",
+        ):
+            tfds_source.load_tfds_split(
+                "wmt14_translate/de-fr", "train", "de", "fr", data_dir
+            )
+        self.assertEqual(os.listdir(data_dir), [])
+
     def test_unprepared_data_tells_how_to_prepare_it(self):
         # The real builder, not mocked, on an empty data_dir: no download.
         data_dir = fixtures.tempdir(self)
