@@ -9,6 +9,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_transformer.layers import masks
+from keras_transformer.layers.checks import check_positive_int, check_rate
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.projection import (
     decoding_projection,
@@ -220,8 +221,9 @@ class MultiHeadAttention(keras.layers.Layer):
             self-attention. With projected memory and one query step
             (T = 1), the query batch may be G times the memory batch: G
             consecutive queries (the beams of a sentence) per memory row.
-        attention_mask: bool broadcastable to [B, T, S], True = attend (e.g.
-            `masks.padding_mask(ids)` of shape [B, 1, S]); with grouped
+        attention_mask: bool (or 0/1) broadcastable to [B, T, S], True =
+            attend (e.g. `masks.padding_mask(ids)` of shape [B, 1, S], or
+            `masks.causal_mask(T, S)` of shape [T, S]); with grouped
             queries, of the memory batch.
         use_causal_mask: mask future positions (decoder self-attention).
         cache: self-attention cache from `initial_cache`: dict of "key"
@@ -264,14 +266,8 @@ class MultiHeadAttention(keras.layers.Layer):
             ("value_dim", key_dim if value_dim is None else value_dim),
             ("output_dim", 1 if output_dim is None else output_dim),
         ):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(
-                    f"`{name}` must be a positive integer. Received: {name}={value!r}"
-                )
-        if not 0.0 <= dropout < 1.0:
-            raise ValueError(
-                f"`dropout` must be in [0, 1). Received: dropout={dropout}"
-            )
+            check_positive_int(name, value)
+        check_rate("dropout", dropout)
         self.num_heads = num_heads
         self.key_dim = key_dim
         self.value_dim = key_dim if value_dim is None else value_dim
@@ -522,7 +518,11 @@ class MultiHeadAttention(keras.layers.Layer):
 
         mask = None
         if attention_mask is not None:
-            mask = ops.expand_dims(attention_mask, axis=1)  # [B, 1, T, S]
+            mask = ops.cast(attention_mask, "bool")
+            if len(mask.shape) == 3:
+                mask = ops.expand_dims(mask, axis=1)  # [B, 1, T, S]
+            # A [T, S] or [S] mask broadcasts over the batch and heads as it
+            # is; its axis 1 is not a batch axis to give heads.
         if use_causal_mask:
             mask = masks.merge_masks(
                 mask,

@@ -6,6 +6,7 @@ L cache length.
 """
 
 import keras
+from keras import ops
 
 from keras_transformer.layers.encoder_layer import TransformerEncoderLayer
 from keras_transformer.layers.residual import ResidualConnection
@@ -16,13 +17,25 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
     """An encoder layer with causal self-attention and a third sublayer that
     attends over the encoder output (the "memory").
 
-    Takes the same arguments as `TransformerEncoderLayer`.
+    Args:
+        num_heads: h.
+        d_ff: inner width of the feed-forward network.
+        key_dim: d_k per head. Defaults to d_model / h.
+        value_dim: d_v per head. Defaults to `key_dim`.
+        dropout: P_drop on each sublayer output.
+        attention_dropout: dropout on the attention weights.
+        norm_position: "post" (paper) or "pre".
+        layer_norm_epsilon: LayerNormalization epsilon.
+        **kwargs: base layer keyword arguments.
 
     Call arguments:
         inputs: [B, T, D] target representations.
-        memory: [B, S, D] encoder outputs (may be None when
+        memory: [B, S, D] encoder outputs (None only when
             `cross_attention_cache` is given).
-        memory_mask: bool [B, 1, S], True at real source tokens.
+        memory_mask: bool [B, 1, S], True at real source tokens; or the
+            Keras mask [B, S] of `memory` (e.g. of a
+            `TransformerEncoder` over `Embedding(mask_zero=True)`), which
+            Keras passes itself.
         self_attention_cache: dict "key"/"value" [B, N, L, H] of
             `self_attention.initial_cache`, for incremental decoding.
         cache_index: int32 scalar position of the step being decoded
@@ -41,10 +54,17 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
     Returns:
         [B, T, D]; then the weights dict when asked; then the updated
         self-attention cache when one was given.
+
+    Raises:
+        ValueError: as `TransformerEncoderLayer`; when called without
+            `memory` or `cross_attention_cache`.
     """
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        # A target's Keras mask is not used (the causal mask hides the
+        # padding after each position): Keras warns that it is dropped.
+        self.supports_masking = False
         self.cross_attention = None
         self.cross_attention_residual = ResidualConnection(
             self.dropout,
@@ -74,6 +94,7 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
         return_attention_weights=False,
         training=None,
     ):
+        memory_mask = _check_memory(memory, memory_mask, cross_attention_cache)
         x = inputs
         weights_of = (decoding_weights or {}).get
         outputs = self.self_attention(
@@ -150,6 +171,7 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
     ):
         # The outputs of `call`, from the sublayers' specs (Keras passes no
         # flag to `compute_output_shape`).
+        _check_memory(memory, memory_mask, cross_attention_cache)
         outputs = self.self_attention.compute_output_spec(
             inputs,
             use_causal_mask=True,
@@ -173,3 +195,22 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
         if self_attention_cache is not None:
             results += (outputs[-1],)
         return results[0] if len(results) == 1 else results
+
+
+def _check_memory(memory, memory_mask, cross_attention_cache):
+    """The memory mask as bool [B, 1, S]; raises without a memory.
+
+    Without one the cross-attention would attend over the target itself,
+    silently. Keras passes the Keras mask [B, S] of `memory` as
+    `memory_mask` (its `<argument>_mask` convention); broadcast against the
+    [B, N, T, S] scores it would mask heads instead of sentences.
+    """
+    if memory is None and cross_attention_cache is None:
+        raise ValueError(
+            "A decoder layer attends over the encoder output: pass "
+            "`memory` [B, S, D] (or `cross_attention_cache` of "
+            "`cross_attention.project_memory(memory)`). Received: memory=None"
+        )
+    if memory_mask is not None and len(memory_mask.shape) == 2:
+        memory_mask = ops.expand_dims(ops.cast(memory_mask, "bool"), axis=1)
+    return memory_mask

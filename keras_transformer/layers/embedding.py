@@ -8,6 +8,8 @@ import math
 import keras
 from keras import ops
 
+from keras_transformer.layers.checks import check_positive_int
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class ScaledEmbedding(keras.layers.Layer):
@@ -44,10 +46,7 @@ class ScaledEmbedding(keras.layers.Layer):
     def __init__(self, vocab_size, d_model, embeddings_initializer=None, **kwargs):
         super().__init__(**kwargs)
         for name, value in (("vocab_size", vocab_size), ("d_model", d_model)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(
-                    f"`{name}` must be a positive integer. Received: {name}={value!r}"
-                )
+            check_positive_int(name, value)
         self.vocab_size = vocab_size
         self.d_model = d_model
         self.embeddings_initializer = keras.initializers.get(

@@ -4,8 +4,10 @@ Shape legend: B batch, S source length, D d_model, N heads.
 """
 
 import keras
+from keras import ops
 
 from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.checks import check_positive_int, check_rate
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
 from keras_transformer.layers.residual import ResidualConnection
 
@@ -32,14 +34,19 @@ class TransformerEncoderLayer(keras.layers.Layer):
         return_attention_weights: also return the self-attention weights
             [B, N, S, S].
         training: enables dropout.
+        mask: the Keras mask [B, S] of `inputs` (e.g. of
+            `keras.layers.Embedding(mask_zero=True)`), which Keras passes
+            itself: the padding mask when `padding_mask` is None. The
+            output keeps it.
 
     Returns:
         [B, S, D] (and the weights when asked).
 
     Raises:
-        ValueError: if `num_heads` or `layer_norm_epsilon` is not positive,
-            or (when built) if `key_dim` is unset and d_model is not
-            divisible by h.
+        ValueError: for a non-positive `num_heads`, `key_dim`, `value_dim`,
+            `d_ff` or `layer_norm_epsilon`, a dropout rate outside [0, 1),
+            an unknown `norm_position`, or (when built) an unset `key_dim`
+            with d_model not divisible by h.
     """
 
     def __init__(
@@ -55,11 +62,15 @@ class TransformerEncoderLayer(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not isinstance(num_heads, int) or num_heads < 1:
-            raise ValueError(
-                "`num_heads` must be a positive integer. "
-                f"Received: num_heads={num_heads!r}"
-            )
+        for name, value in (
+            ("num_heads", num_heads),
+            ("key_dim", 1 if key_dim is None else key_dim),
+            ("value_dim", 1 if value_dim is None else value_dim),
+        ):
+            check_positive_int(name, value)
+        # Checked here, not when `build` makes the attention sublayer: the
+        # error comes at construction, naming this layer's argument.
+        check_rate("attention_dropout", attention_dropout)
         if not layer_norm_epsilon > 0:
             raise ValueError(
                 "`layer_norm_epsilon` must be positive. "
@@ -73,6 +84,8 @@ class TransformerEncoderLayer(keras.layers.Layer):
         self.attention_dropout = attention_dropout
         self.norm_position = norm_position
         self.layer_norm_epsilon = layer_norm_epsilon
+        # The output positions are the input's: a Keras mask carries over.
+        self.supports_masking = True
         self.self_attention = None
         self.feed_forward = PositionwiseFeedForward(
             d_ff, dtype=self.dtype_policy, name="feed_forward"
@@ -121,8 +134,9 @@ class TransformerEncoderLayer(keras.layers.Layer):
         padding_mask=None,
         return_attention_weights=False,
         training=None,
+        mask=None,
     ):
-        x = inputs
+        x, padding_mask = apply_keras_mask(inputs, padding_mask, mask)
         attended = self.self_attention(
             self.attention_residual.normalize_input(x),
             attention_mask=padding_mask,
@@ -149,6 +163,7 @@ class TransformerEncoderLayer(keras.layers.Layer):
         padding_mask=None,
         return_attention_weights=False,
         training=None,
+        mask=None,
     ):
         # The flag decides the outputs: Keras does not pass it to
         # `compute_output_shape`.
@@ -175,3 +190,20 @@ class TransformerEncoderLayer(keras.layers.Layer):
             }
         )
         return config
+
+
+def apply_keras_mask(inputs, padding_mask, mask):
+    """`(inputs, padding_mask)` for a layer given the Keras mask `mask`.
+
+    Keras passes the mask [B, S] of `keras.layers.Embedding(mask_zero=True)`
+    (or of a masking layer) as `mask`; without this it would be dropped and
+    padding attended. It becomes the bool [B, 1, S] padding mask unless one
+    is given, and `inputs` loses it: the sublayers take the padding mask,
+    and a Keras mask on their inputs would only make them warn that they
+    drop it.
+    """
+    if mask is None:
+        return inputs, padding_mask
+    if padding_mask is None:
+        padding_mask = ops.expand_dims(ops.cast(mask, "bool"), axis=1)
+    return ops.copy(inputs), padding_mask

@@ -6,6 +6,7 @@ Shape legend: B batch, T length, D d_model, F d_ff.
 import keras
 from keras import ops
 
+from keras_transformer.layers.checks import check_positive_int, check_rate
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.projection import (
     Dense,
@@ -46,10 +47,8 @@ class PositionwiseFeedForward(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not isinstance(d_ff, int) or d_ff < 1:
-            raise ValueError(
-                f"`d_ff` must be a positive integer. Received: d_ff={d_ff!r}"
-            )
+        check_positive_int("d_ff", d_ff)
+        check_rate("activation_dropout", activation_dropout)
         self.d_ff = d_ff
         self.activation = keras.activations.get(activation)
         self.activation_dropout = activation_dropout

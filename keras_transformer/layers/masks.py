@@ -46,5 +46,8 @@ class PaddingMask(keras.layers.Layer):
     def call(self, inputs):
         return padding_mask(inputs)
 
+    def compute_output_shape(self, inputs_shape):
+        return (inputs_shape[0], 1, inputs_shape[1])
+
     def compute_output_spec(self, inputs):
-        return keras.KerasTensor((inputs.shape[0], 1, inputs.shape[1]), dtype="bool")
+        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype="bool")

@@ -9,6 +9,8 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_transformer.layers.checks import check_positive_int
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class SinusoidalPositionalEncoding(keras.layers.Layer):
@@ -105,11 +107,7 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
 
     def __init__(self, max_length, initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(max_length, int) or max_length < 1:
-            raise ValueError(
-                "`max_length` must be a positive integer. "
-                f"Received: max_length={max_length!r}"
-            )
+        check_positive_int("max_length", max_length)
         self.max_length = max_length
         self.initializer = keras.initializers.get(initializer)
 

@@ -5,8 +5,12 @@ Shape legend: B batch, S source length, T target length, D d_model.
 
 import keras
 
+from keras_transformer.layers.checks import check_positive_int
 from keras_transformer.layers.decoder_layer import TransformerDecoderLayer
-from keras_transformer.layers.encoder_layer import TransformerEncoderLayer
+from keras_transformer.layers.encoder_layer import (
+    TransformerEncoderLayer,
+    apply_keras_mask,
+)
 from keras_transformer.layers.layer_norm import LayerNormalization
 
 
@@ -30,11 +34,7 @@ class _Stack(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        if not isinstance(num_layers, int) or num_layers < 1:
-            raise ValueError(
-                "`num_layers` must be a positive integer. "
-                f"Received: num_layers={num_layers!r}"
-            )
+        check_positive_int("num_layers", num_layers)
         self.num_layers = num_layers
         self.layer_arguments = dict(
             num_heads=num_heads,
@@ -91,6 +91,11 @@ class TransformerEncoder(_Stack):
         return_attention_weights: also return the list of per-layer
             self-attention weights [B, N, S, S].
         training: enables dropout.
+        mask: the Keras mask [B, S] of `inputs` (e.g. of
+            `keras.layers.Embedding(mask_zero=True)`), which Keras passes
+            itself: the padding mask when `padding_mask` is None. The
+            output keeps it, so a `TransformerDecoder` given the output as
+            `memory` receives it as its `memory_mask`.
 
     Returns:
         [B, S, D] encoder output (and the weights list when asked).
@@ -98,6 +103,11 @@ class TransformerEncoder(_Stack):
 
     layer_class = TransformerEncoderLayer
     layer_prefix = "encoder_layer"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # The output positions are the input's: a Keras mask carries over.
+        self.supports_masking = True
 
     def build(self, inputs_shape):
         for layer in self.sublayers:
@@ -112,8 +122,9 @@ class TransformerEncoder(_Stack):
         padding_mask=None,
         return_attention_weights=False,
         training=None,
+        mask=None,
     ):
-        x = inputs
+        x, padding_mask = apply_keras_mask(inputs, padding_mask, mask)
         all_weights = []
         for layer in self.sublayers:
             x = layer(
@@ -134,6 +145,7 @@ class TransformerEncoder(_Stack):
         padding_mask=None,
         return_attention_weights=False,
         training=None,
+        mask=None,
     ):
         # The flag decides the outputs: Keras does not pass it to
         # `compute_output_shape`.

@@ -68,6 +68,30 @@ class MultiHeadAttentionTest(TestCase):
         self.assertAllClose(weights.sum(-1), np.ones((1, 4, 4)), atol=1e-5)
         self.assertAllClose(weights[..., 2:], np.zeros((1, 4, 4, 2)))
 
+    def test_query_by_key_and_int_masks_mean_what_bool_masks_do(self):
+        # A [T, S] mask broadcasts over the batch and the heads. It used to
+        # get a heads axis at 1 like a [B, T, S] one: with T = h = 3 it
+        # masked heads, silently, and failed for other shapes.
+        layer = self.make_layer(num_heads=3)
+        x = np.random.default_rng(13).normal(size=(2, 3, 12)).astype("float32")
+        causal = layer(x, use_causal_mask=True)
+        self.assertAllClose(layer(x, attention_mask=layers.causal_mask(3, 3)), causal)
+        ids = np.array([[4, 5, 0], [4, 0, 0]], "int32")
+        padding = layers.padding_mask(ids)
+        self.assertAllClose(
+            layer(x, attention_mask=ops.cast(padding, "int32")),
+            layer(x, attention_mask=padding),
+        )
+
+    @parameterized.parameters("float32", "mixed_float16", "mixed_bfloat16")
+    def test_a_fully_masked_row_stays_finite(self, policy):
+        layer = self.make_layer(dtype=policy)
+        x = np.random.default_rng(14).normal(size=(2, 3, 12)).astype("float32")
+        mask = layers.padding_mask(np.array([[0, 0, 0], [4, 5, 6]], "int32"))
+        outputs, weights = layer(x, attention_mask=mask, return_attention_weights=True)
+        self.assertTrue(np.isfinite(ops.cast(outputs, "float32")).all())
+        self.assertAllClose(weights[0], np.full((4, 3, 3), 1 / 3))
+
     def test_causal_weights_are_lower_triangular(self):
         layer = self.make_layer()
         x = np.random.default_rng(3).normal(size=(2, 5, 12)).astype("float32")
@@ -285,6 +309,11 @@ class MultiHeadAttentionTest(TestCase):
             layers.MultiHeadAttention(num_heads=0, key_dim=4)
         with self.assertRaisesRegex(ValueError, "dropout=1.5"):
             layers.MultiHeadAttention(num_heads=2, key_dim=4, dropout=1.5)
+        # Not a TypeError from a comparison, nor a bool taken for 1 head.
+        with self.assertRaisesRegex(ValueError, "Received: dropout='0.1'"):
+            layers.MultiHeadAttention(num_heads=2, key_dim=4, dropout="0.1")
+        with self.assertRaisesRegex(ValueError, "Received: num_heads=True"):
+            layers.MultiHeadAttention(num_heads=True, key_dim=4)
         for name in ("value_dim", "output_dim"):
             with self.assertRaisesRegex(ValueError, f"Received: {name}=0"):
                 layers.MultiHeadAttention(num_heads=2, key_dim=4, **{name: 0})

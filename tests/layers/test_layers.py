@@ -48,6 +48,11 @@ class FeedForwardTest(TestCase):
         with self.assertRaisesRegex(ValueError, "d_ff=0"):
             layers.PositionwiseFeedForward(d_ff=0)
 
+    def test_bad_dropout_names_its_argument(self):
+        # Not Keras's message, which names the inner Dropout's `rate`.
+        with self.assertRaisesRegex(ValueError, "Received: activation_dropout=-0.1"):
+            layers.PositionwiseFeedForward(8, activation_dropout=-0.1)
+
     def test_config_round_trip(self):
         self.assert_serialization_round_trip(layers.PositionwiseFeedForward(8))
 
@@ -79,6 +84,11 @@ class ResidualConnectionTest(TestCase):
     def test_bad_epsilon(self):
         with self.assertRaisesRegex(ValueError, "Received: epsilon=0"):
             layers.ResidualConnection(0.1, epsilon=0)
+
+    def test_bad_dropout_names_its_argument(self):
+        for value in (-0.1, 1.0, "0.1"):
+            with self.assertRaisesRegex(ValueError, f"Received: dropout={value!r}"):
+                layers.ResidualConnection(value)
 
 
 class LayerNormalizationTest(TestCase):
@@ -196,19 +206,29 @@ class StackTest(TestCase):
     )
     def test_head_width_needs_d_model_divisible_by_heads(self, cls):
         x = np.ones((1, 2, 16), "float32")
+        # A decoder layer attends over a memory too.
+        memory = {} if cls is layers.TransformerEncoderLayer else {"memory": x}
         for num_heads in (3, 32):
             with self.assertRaisesRegex(
                 ValueError,
                 "`d_model` must be divisible by `num_heads`.*"
                 f"Received: d_model=16, num_heads={num_heads}",
             ):
-                cls(num_heads=num_heads, d_ff=8)(x)
+                cls(num_heads=num_heads, d_ff=8)(x, **memory)
         # An explicit head width needs no divisibility.
-        self.assertEqual(cls(num_heads=3, d_ff=8, key_dim=4)(x).shape, x.shape)
+        layer = cls(num_heads=3, d_ff=8, key_dim=4)
+        self.assertEqual(layer(x, **memory).shape, x.shape)
 
     def test_bad_layer_arguments(self):
+        # All raised at construction (the attention sublayers are made by
+        # `build`), each naming the argument given.
         for kwargs, message in (
             (dict(num_heads=0), "Received: num_heads=0"),
+            (dict(num_heads=True), "Received: num_heads=True"),
+            (dict(key_dim=0), "Received: key_dim=0"),
+            (dict(value_dim=-2), "Received: value_dim=-2"),
+            (dict(dropout=-0.1), "Received: dropout=-0.1"),
+            (dict(attention_dropout=1.5), "Received: attention_dropout=1.5"),
             (dict(layer_norm_epsilon=0.0), "Received: layer_norm_epsilon=0.0"),
         ):
             arguments = {"num_heads": 2, "d_ff": 8, **kwargs}
@@ -216,6 +236,82 @@ class StackTest(TestCase):
                 layers.TransformerEncoderLayer(**arguments)
             with self.assertRaisesRegex(ValueError, message):
                 layers.TransformerDecoder(num_layers=1, **arguments)
+
+
+class KerasMaskTest(TestCase):
+    """A Keras mask (e.g. of `Embedding(mask_zero=True)`) is the padding."""
+
+    def setUp(self):
+        super().setUp()
+        self.source = np.array([[5, 6, 7, 0], [4, 3, 0, 0]], "int32")
+        self.embedding = keras.layers.Embedding(10, 8, mask_zero=True)
+        self.target = np.random.default_rng(3).normal(size=(2, 3, 8))
+        self.target = self.target.astype("float32")
+
+    def test_encoders_use_and_keep_it(self):
+        padding = layers.padding_mask(self.source)
+        for encoder in (
+            layers.TransformerEncoderLayer(num_heads=2, d_ff=16),
+            layers.TransformerEncoder(num_layers=2, num_heads=2, d_ff=16),
+        ):
+            masked = self.embedding(self.source)
+            outputs = encoder(masked)
+            # It used to be ignored: the padding was attended.
+            unmasked = tf.identity(masked)  # the same values, no Keras mask
+            self.assertAllClose(outputs, encoder(unmasked, padding_mask=padding))
+            self.assertAllEqual(outputs._keras_mask, self.source != 0)
+
+    def test_decoders_take_it_as_the_memory_mask(self):
+        # Keras passes the memory's [B, S] mask as `memory_mask`; with as
+        # many heads as sentences it used to mask heads, silently.
+        memory = self.embedding(self.source)
+        padding = layers.padding_mask(self.source)
+        for decoder in (
+            layers.TransformerDecoderLayer(num_heads=2, d_ff=16),
+            layers.TransformerDecoder(num_layers=2, num_heads=2, d_ff=16),
+        ):
+            self.assertAllClose(
+                decoder(self.target, memory=memory),
+                decoder(self.target, memory=memory, memory_mask=padding),
+            )
+
+    def test_functional_model_with_a_masking_embedding(self):
+        source = keras.Input((None,), dtype="int32")
+        target = keras.Input((None, 8))
+        encoder = layers.TransformerEncoder(num_layers=1, num_heads=2, d_ff=16)
+        decoder = layers.TransformerDecoder(num_layers=1, num_heads=2, d_ff=16)
+        memory = encoder(self.embedding(source))
+        model = keras.Model([source, target], decoder(target, memory=memory))
+        padding = layers.padding_mask(self.source)
+        expected = decoder(
+            self.target,
+            memory=encoder(
+                tf.identity(self.embedding(self.source)), padding_mask=padding
+            ),
+            memory_mask=padding,
+        )
+        self.assertAllClose(model([self.source, self.target]), expected)
+
+
+class DecoderMemoryTest(TestCase):
+    def test_decoders_need_a_memory(self):
+        # Without one, the cross-attention used to attend over the target.
+        x = np.ones((2, 3, 8), "float32")
+        for decoder in (
+            layers.TransformerDecoderLayer(num_heads=2, d_ff=16),
+            layers.TransformerDecoder(num_layers=1, num_heads=2, d_ff=16),
+        ):
+            for inputs in (x, keras.Input((None, 8))):
+                with self.assertRaisesRegex(ValueError, "Received: memory=None"):
+                    decoder(inputs)
+
+
+class PaddingMaskTest(TestCase):
+    def test_output_shape(self):
+        layer = layers.PaddingMask()
+        ids = np.array([[4, 0, 0]], "int32")
+        self.assertEqual(layer.compute_output_shape((None, 3)), (None, 1, 3))
+        self.assertEqual(tuple(layer(ids).shape), layer.compute_output_shape((1, 3)))
 
 
 def _spec(x):
