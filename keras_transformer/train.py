@@ -141,7 +141,10 @@ def define_flags(flag_values=FLAGS):
     flags.DEFINE_integer(
         "seed",
         0,
-        "Seed of initialization, data order and dropout (a resumed run keeps it).",
+        "Seed of initialization, data order and dropout, 0 to 2**32 - 1 (a "
+        "rerun must pass the same one to resume).",
+        lower_bound=0,
+        upper_bound=run_checks.MAX_SEED,
         **fv,
     )
     flags.mark_flag_as_required("model_dir", **fv)
@@ -155,7 +158,15 @@ def define_flags(flag_values=FLAGS):
     flags.register_multi_flags_validator(
         ["train_steps", "steps_per_checkpoint"],
         lambda f: f["train_steps"] % f["steps_per_checkpoint"] == 0,
-        "--train_steps must be a multiple of --steps_per_checkpoint.",
+        "--train_steps must be a multiple of --steps_per_checkpoint (fit runs "
+        "whole checkpoint intervals): change either one.",
+        **fv,
+    )
+    flags.register_multi_flags_validator(
+        ["strategy", "num_gpus"],
+        lambda f: f["num_gpus"] == 0 or f["strategy"] == "mirrored",
+        "--num_gpus needs --strategy=mirrored (the other strategies would "
+        "ignore it): add --strategy=mirrored or drop --num_gpus.",
         **fv,
     )
     flags.register_multi_flags_validator(
@@ -215,11 +226,26 @@ def parse_overrides(items: list[str]) -> dict:
 
 
 def config_from_flags(flag_values=FLAGS) -> TransformerConfig:
-    """The model config of the preset with the flag overrides applied."""
+    """The model config of the preset with the flag overrides applied.
+
+    Raises:
+        ValueError: as `parse_overrides`, for `--dropout` or
+            `--label_smoothing` that disagrees with an `--override` of the
+            same field, and for a config out of range.
+    """
     overrides = parse_overrides(flag_values.override)
     for name in ("dropout", "label_smoothing"):
-        if flag_values[name].value is not None:
-            overrides[name] = flag_values[name].value
+        value = flag_values[name].value
+        if value is None:
+            continue
+        if name in overrides and overrides[name] != value:
+            # Neither may silently win over the other.
+            raise ValueError(
+                f"--{name} and --override={name}=... disagree; pass one "
+                f"of them. Received: {name}={value}, "
+                f"override={name}={overrides[name]}"
+            )
+        overrides[name] = value
     return TransformerConfig.preset(flag_values.preset, **overrides)
 
 

@@ -60,12 +60,28 @@ class TrainFlagsTest(TestCase):
                 ["--train_steps=5", "--steps_per_checkpoint=2"],
                 "multiple of --steps_per_checkpoint",
             ),
+            # numpy's seeds are 32-bit: not a numpy error once training starts.
+            (["--seed=-1"], "seed=-1: -1 is not an integer in the range"),
+            (["--seed=4294967296"], "seed=4294967296"),
+            # Without --strategy=mirrored it would train on one device.
+            (["--num_gpus=8"], "--num_gpus needs --strategy=mirrored"),
+            (["--num_gpus=2", "--strategy=one_device"], "strategy=one_device"),
         ):
             with (
                 self.subTest(args=args),
                 self.assertRaisesRegex(flags.IllegalFlagValueError, message),
             ):
                 parse(*args)
+
+    def test_seed_bounds_are_numpys(self):
+        self.assertEqual(parse("--seed=4294967295").seed, 2**32 - 1)
+        self.assertEqual(parse("--seed=0").seed, 0)
+
+    def test_dropout_flag_may_repeat_an_equal_override(self):
+        config = train.config_from_flags(
+            parse("--preset=tiny", "--override=dropout=0.3", "--dropout=0.3")
+        )
+        self.assertEqual(config.dropout, 0.3)
 
     def test_overrides_are_checked(self):
         with self.assertRaisesRegex(ValueError, "override='colour=red'"):
@@ -102,6 +118,12 @@ class TrainFlagsTest(TestCase):
                 "--vocab_size",
             ),
             ([f"--model_dir={a_file}"], f"existing file.*model_dir={a_file}"),
+            # Neither one silently wins.
+            (
+                ["--override=dropout=0.3", "--dropout=0.2", f"--model_dir={run_dir}"],
+                "--dropout and --override=dropout=... disagree.*"
+                "Received: dropout=0.2, override=dropout=0.3",
+            ),
         ):
             with self.subTest(args=args):
                 status, stderr = run_main(*common, *args)

@@ -18,15 +18,9 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
     attends over the encoder output (the "memory").
 
     Args:
-        num_heads: h.
-        d_ff: inner width of the feed-forward network.
-        key_dim: d_k per head. Defaults to d_model / h.
-        value_dim: d_v per head. Defaults to `key_dim`.
-        dropout: P_drop on each sublayer output.
-        attention_dropout: dropout on the attention weights.
-        norm_position: "post" (paper) or "pre".
-        layer_norm_epsilon: LayerNormalization epsilon.
-        **kwargs: base layer keyword arguments.
+        *args, **kwargs: those of `TransformerEncoderLayer` (`num_heads`,
+            `d_ff`, `key_dim`, `value_dim`, `dropout`, `attention_dropout`,
+            `norm_position`, `layer_norm_epsilon`, base layer keywords).
 
     Call arguments:
         inputs: [B, T, D] target representations.

@@ -29,13 +29,23 @@ def create_strategy(
         A `tf.distribute.Strategy`.
 
     Raises:
-        ValueError: for an unknown name, more GPUs than visible, or
-            "multi_worker" without a valid `TF_CONFIG`.
+        ValueError: for an unknown name, more GPUs than visible, `num_gpus`
+            with a strategy other than "mirrored", or "multi_worker"
+            without a valid `TF_CONFIG`.
     """
     if name not in STRATEGIES:
         raise ValueError(
             f"Unknown strategy; choose one of {', '.join(STRATEGIES)}. "
             f"Received: strategy={name!r}"
+        )
+    if num_gpus and name != "mirrored":
+        # The other strategies would ignore it: a forgotten
+        # --strategy=mirrored would train on one device.
+        raise ValueError(
+            "`num_gpus` chooses the GPUs of strategy='mirrored' only; pass "
+            "strategy='mirrored' (--strategy=mirrored) to use several, or "
+            f"leave num_gpus at 0. Received: strategy={name!r}, "
+            f"num_gpus={num_gpus}"
         )
     if name == "multi_worker":
         # Before anything initialises TensorFlow's runtime (even listing
@@ -97,12 +107,21 @@ def set_precision(policy: str) -> None:
     Raises:
         ValueError: for an unknown policy.
     """
+    check_precision(policy)
+    keras.config.set_dtype_policy(policy)
+
+
+def check_precision(policy: str) -> None:
+    """Fails unless `policy` is one of `PRECISIONS` (see `set_precision`).
+
+    Raises:
+        ValueError: naming the choices.
+    """
     if policy not in PRECISIONS:
         raise ValueError(
             f"Unknown precision; choose one of {', '.join(PRECISIONS)}. "
             f"Received: mixed_precision={policy!r}"
         )
-    keras.config.set_dtype_policy(policy)
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

@@ -2,13 +2,19 @@
 any data is read, and the record of settings a rerun must keep."""
 
 import json
+import math
+import numbers
 import os
+
+from absl import logging
 
 # The smallest vocabulary `tokenizer.train_subword_vocab` accepts: 4 special
 # ids, sentencepiece's 256 byte-fallback pieces and one character (a text
 # needs one piece per character it covers on top).
 MIN_VOCAB_SIZE = 4 + 256 + 1
 SETTINGS_FILE = "settings.json"
+# `keras.utils.set_random_seed` seeds numpy, which takes 32-bit seeds.
+MAX_SEED = 2**32 - 1
 
 
 def check_steps(train_steps: int, steps_per_checkpoint: int) -> None:
@@ -32,11 +38,87 @@ def check_steps(train_steps: int, steps_per_checkpoint: int) -> None:
         )
 
 
+def check_run_settings(
+    *,
+    warmup_steps: int,
+    learning_rate_scale: float,
+    keep_checkpoints: int,
+    bleu_every_steps: int,
+    bleu_max_sentences: int,
+    seed: int,
+) -> None:
+    """Fails unless the run's other numeric settings are in range.
+
+    Each would otherwise fail only once the vocabulary is learned and the
+    data read (`warmup_steps`, `keep_checkpoints`), deep inside numpy
+    (`seed`), or not at all: a NaN `learning_rate_scale` trains to NaN, and
+    a negative `bleu_max_sentences` slices the dev set from its end.
+
+    Raises:
+        ValueError: naming the first bad value.
+    """
+    for name, value, minimum in (
+        ("warmup_steps", warmup_steps, 1),
+        ("keep_checkpoints", keep_checkpoints, 1),
+        ("bleu_every_steps", bleu_every_steps, 0),
+        ("bleu_max_sentences", bleu_max_sentences, 0),
+    ):
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, numbers.Integral)
+            or value < minimum
+        ):
+            raise ValueError(
+                f"`{name}` must be an integer >= {minimum}. Received: {name}={value!r}"
+            )
+    if not (
+        isinstance(learning_rate_scale, numbers.Real)
+        and math.isfinite(learning_rate_scale)
+        and learning_rate_scale > 0
+    ):
+        raise ValueError(
+            "`learning_rate_scale` must be a finite positive number: it "
+            "multiplies the learning rate. "
+            f"Received: learning_rate_scale={learning_rate_scale!r}"
+        )
+    if (
+        isinstance(seed, bool)
+        or not isinstance(seed, numbers.Integral)
+        or not 0 <= seed <= MAX_SEED
+    ):
+        raise ValueError(
+            f"`seed` must be an integer from 0 to 2**32 - 1 ({MAX_SEED}), as "
+            f"numpy's seeds are. Received: seed={seed!r}"
+        )
+
+
+def check_resume_step(start_step: int, steps_per_checkpoint: int) -> None:
+    """Fails unless a resumed run's step ends one of its checkpoint intervals.
+
+    `fit` resumes at the interval `start_step // steps_per_checkpoint`: from
+    any other step it would run past `train_steps`, and no interval end
+    would fall on a multiple of `steps_per_checkpoint`, so the backup (the
+    resume point) would never move again.
+
+    Raises:
+        ValueError: naming both values.
+    """
+    if start_step % steps_per_checkpoint:
+        raise ValueError(
+            f"The run in model_dir stopped at step {start_step}, which is "
+            "not a multiple of `steps_per_checkpoint`: resume it with the "
+            "steps_per_checkpoint it had (or any divisor of "
+            f"{start_step}). Received: start_step={start_step}, "
+            f"steps_per_checkpoint={steps_per_checkpoint}"
+        )
+
+
 def check_batch_tokens(batch_tokens: int, max_length: int, replicas: int = 1):
     """Fails unless a longest example fits in each replica's token batch.
 
     The condition of `batching.token_batches` (per replica), checked before
-    the data is tokenized.
+    the data is tokenized. Logs a warning when `replicas` does not divide
+    `batch_tokens` (the remainder goes unused).
 
     Args:
         batch_tokens: the global token budget of a step.
@@ -53,6 +135,18 @@ def check_batch_tokens(batch_tokens: int, max_length: int, replicas: int = 1):
             "longest example fits in a batch; raise batch_tokens or lower "
             f"max_length. Received: batch_tokens={batch_tokens}, "
             f"max_length={max_length}, replicas={replicas}"
+        )
+    if batch_tokens % replicas:
+        # Each replica gets `batch_tokens // replicas`: say where the rest went.
+        logging.warning(
+            "batch_tokens=%d is not a multiple of the %d replicas: each "
+            "replica's batches hold up to %d tokens, %d per step in all. "
+            "Pass a multiple of %d to use the whole budget.",
+            batch_tokens,
+            replicas,
+            batch_tokens // replicas,
+            batch_tokens // replicas * replicas,
+            replicas,
         )
 
 

@@ -1,5 +1,8 @@
 """The learning-rate schedule of section 5.3."""
 
+import math
+import numbers
+
 import keras
 from keras import ops
 
@@ -29,15 +32,29 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     def __init__(self, d_model, warmup_steps=4000, scale=1.0):
         super().__init__()
         for name, value in (("d_model", d_model), ("warmup_steps", warmup_steps)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            # numpy integers pass (e.g. a config read with numpy); bools do not.
+            if (
+                not isinstance(value, numbers.Integral)
+                or isinstance(value, bool)
+                or value < 1
+            ):
                 raise ValueError(
                     f"`{name}` must be a positive integer. Received: {name}={value!r}"
                 )
-        if scale <= 0:
-            raise ValueError(f"`scale` must be positive. Received: scale={scale}")
-        self.d_model = d_model
-        self.warmup_steps = warmup_steps
-        self.scale = scale
+        # A NaN or infinite factor would make every update NaN, silently.
+        if (
+            not isinstance(scale, numbers.Real)
+            or isinstance(scale, bool)
+            or not math.isfinite(scale)
+            or scale <= 0
+        ):
+            raise ValueError(
+                f"`scale` must be a finite positive number. Received: scale={scale!r}"
+            )
+        # Python numbers, so that `get_config` stays JSON-serializable.
+        self.d_model = int(d_model)
+        self.warmup_steps = int(warmup_steps)
+        self.scale = float(scale)
 
     def __call__(self, step):
         step = ops.maximum(ops.cast(step, "float32"), 1.0)

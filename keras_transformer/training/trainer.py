@@ -182,15 +182,29 @@ def run_training(
         A `TrainingResult`.
 
     Raises:
-        ValueError: for inconsistent settings (named with their values),
-            checked before the data is read, and for a `model_dir` that is
-            a file or holds a run of other settings.
+        ValueError: for inconsistent or out-of-range settings (named with
+            their values), checked before the data is read, for a
+            `model_dir` that is a file or holds a run of other settings, and
+            for a resumed run whose step is not a multiple of
+            `steps_per_checkpoint` (it had another one).
+        FileNotFoundError: for missing data files, among them a missing dev
+            split when `bleu_max_sentences` asks for BLEU (checked before
+            the training data is read).
         FloatingPointError: if the loss becomes NaN or infinite.
     """
     from keras_transformer.data import pipeline, sources
     from keras_transformer.decoding import translator as translator_lib
 
     run_checks.check_steps(train_steps, steps_per_checkpoint)
+    run_checks.check_run_settings(
+        warmup_steps=warmup_steps,
+        learning_rate_scale=learning_rate_scale,
+        keep_checkpoints=keep_checkpoints,
+        bleu_every_steps=bleu_every_steps,
+        bleu_max_sentences=bleu_max_sentences,
+        seed=seed,
+    )
+    distribution.check_precision(mixed_precision)
     if bleu_every_steps % steps_per_checkpoint:
         raise ValueError(
             "`bleu_every_steps` must be a multiple of `steps_per_checkpoint`"
@@ -246,6 +260,21 @@ def run_training(
         seed=seed,
     )
     run_checks.check_model_dir(write_dir, settings)
+    dev_pairs = None
+    if bleu_max_sentences:
+        # Now, not after the vocabulary and the training data: a corpus
+        # without a dev split fails at once.
+        dev_pairs = sources.load_pairs(spec, "dev", src_lang, tgt_lang, data_dir)
+    backup_dir = os.path.join(write_dir, "backup")
+    # A resumed run skips the batches it trained on and restores the
+    # dropout seeds with the weights: it goes on as if never stopped.
+    # The step's batches depend on these too (besides data and seed).
+    batching = {
+        "batch_tokens": batch_tokens,
+        "replicas": strategy_obj.num_replicas_in_sync,
+    }
+    start_step = callbacks_lib.ResumableBackup.resume_step(backup_dir, batching)
+    run_checks.check_resume_step(start_step, steps_per_checkpoint)
     keras.utils.set_random_seed(seed)
     distribution.set_precision(mixed_precision)
     vocab_path = os.path.join(write_dir, "vocab.model")
@@ -267,15 +296,6 @@ def run_training(
     config = config.replace(vocab_size=tokenizer.vocab_size)
     # Not the default strategy: per-replica (and per-worker) batches.
     distributed = strategy_obj is not tf.distribute.get_strategy()
-    backup_dir = os.path.join(write_dir, "backup")
-    # A resumed run skips the batches it trained on and restores the
-    # dropout seeds with the weights: it goes on as if never stopped.
-    # The step's batches depend on these too (besides data and seed).
-    batching = {
-        "batch_tokens": batch_tokens,
-        "replicas": strategy_obj.num_replicas_in_sync,
-    }
-    start_step = callbacks_lib.ResumableBackup.resume_step(backup_dir, batching)
     dataset, data_stats = pipeline.make_training_dataset(
         spec,
         tokenizer,
@@ -313,10 +333,8 @@ def run_training(
         callbacks_lib.ThroughputLogger(),
         callbacks_lib.KeepLastCheckpoints(paths["checkpoint_dir"], keep_checkpoints),
     ]
-    if bleu_max_sentences:
-        dev_sources, dev_references = sources.load_pairs(
-            spec, "dev", src_lang, tgt_lang, data_dir
-        )
+    if dev_pairs is not None:
+        dev_sources, dev_references = dev_pairs
         translator = translator_lib.Translator(model, tokenizer)
         bleu = callbacks_lib.BleuEvaluator(
             lambda lines: translator_lib.translate_texts(translator.translate, lines),

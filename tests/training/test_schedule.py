@@ -50,3 +50,23 @@ class TransformerScheduleTest(TestCase):
             TransformerSchedule(512, 0)
         with self.assertRaisesRegex(ValueError, "scale=0"):
             TransformerSchedule(512, 10, scale=0)
+        # A NaN or infinite factor would make every update NaN, silently;
+        # other types fail as clearly (not with a TypeError from `<=`).
+        for scale in (float("nan"), float("inf"), "2", None, True):
+            with (
+                self.subTest(scale=scale),
+                self.assertRaisesRegex(
+                    ValueError, f"finite positive number. Received: scale={scale!r}"
+                ),
+            ):
+                TransformerSchedule(512, 10, scale=scale)
+
+    def test_numpy_numbers_make_a_json_config(self):
+        schedule = TransformerSchedule(np.int64(64), np.int32(10), np.float32(0.5))
+        self.assertEqual(
+            json.loads(json.dumps(schedule.get_config())),
+            {"d_model": 64, "warmup_steps": 10, "scale": 0.5},
+        )
+        self.assertAllClose(
+            float(schedule(20)), 0.5 * paper_rate(20, 64, 10), rtol=1e-6
+        )

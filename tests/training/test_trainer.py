@@ -332,6 +332,16 @@ class TrainerTest(TestCase):
             ),
             ({"batch_tokens": 31}, "batch_tokens=31, max_length=32, replicas=1"),
             ({"model_dir": a_file}, "is an existing file.*model_dir="),
+            # These failed only after the vocabulary (or numpy's seeding),
+            # or never: a NaN scale trained to NaN, a negative sentence
+            # count sliced the dev set from its end.
+            ({"keep_checkpoints": 0}, "keep_checkpoints=0"),
+            ({"warmup_steps": 0}, "warmup_steps=0"),
+            ({"learning_rate_scale": float("nan")}, "learning_rate_scale=nan"),
+            ({"seed": -1}, "from 0 to 2\\*\\*32 - 1.*seed=-1"),
+            ({"bleu_max_sentences": -1}, "bleu_max_sentences=-1"),
+            ({"mixed_precision": "fp16"}, "mixed_precision='fp16'"),
+            ({"num_gpus": 2}, "strategy='default', num_gpus=2"),
         ):
             with (
                 self.subTest(overrides=overrides),
@@ -352,6 +362,48 @@ class TrainerTest(TestCase):
                     }
                 )
             self.assertFalse(os.path.exists(os.path.join(folder, "run")))
+
+    def test_a_missing_dev_split_fails_before_the_vocabulary_is_learned(self):
+        folder = fixtures.tempdir(self)
+        data = write_corpus(folder)
+        for lang in ("en", "de"):
+            os.remove(os.path.join(folder, f"dev.{lang}"))
+        with self.assertRaisesRegex(FileNotFoundError, "No dev split beside"):
+            trainer.run_training(
+                tiny_config(),
+                data=data,
+                src_lang="en",
+                tgt_lang="de",
+                model_dir=os.path.join(folder, "run"),
+                train_steps=2,
+                steps_per_checkpoint=2,
+                batch_tokens=64,
+                vocab_size=fixtures.VOCAB_SIZE,
+                bleu_max_sentences=4,
+            )
+        run = os.path.join(folder, "run")
+        self.assertFalse(os.path.exists(os.path.join(run, "vocab.model")))
+        self.assertFalse(os.path.exists(os.path.join(run, run_checks.SETTINGS_FILE)))
+
+    def test_a_rerun_with_another_checkpoint_interval_fails_clearly(self):
+        folder = fixtures.tempdir(self)
+        first = self.run_training(folder, train_steps=3, steps_per_checkpoint=3)
+        # Resumed at step 3, intervals of 2 would end at 5, 7...: past
+        # train_steps, and never where the backup may move.
+        with self.assertRaisesRegex(
+            ValueError,
+            "stopped at step 3.*Received: start_step=3, steps_per_checkpoint=2",
+        ):
+            self.run_training(folder, train_steps=4, steps_per_checkpoint=2)
+        checkpoints = callbacks_lib.list_checkpoints(first.checkpoint_dir)
+        self.assertEqual([step for step, _ in checkpoints], [3])
+
+    def test_batch_tokens_left_over_by_the_replicas_are_reported(self):
+        with self.assertLogs(level="WARNING") as logs:
+            run_checks.check_batch_tokens(70, 8, replicas=8)
+        self.assertRegex(logs.output[0], "batch_tokens=70 .* 64 per step")
+        with self.assertNoLogs(level="WARNING"):
+            run_checks.check_batch_tokens(64, 8, replicas=8)
 
     def test_min_vocab_size_passes_the_tokenizers_own_minimum(self):
         folder = fixtures.tempdir(self)
@@ -409,6 +461,9 @@ class TrainerTest(TestCase):
             distribution.create_strategy("horovod")
         with self.assertRaisesRegex(ValueError, "num_gpus=9"):
             distribution.create_strategy("mirrored", 9)
+        # Other strategies would ignore it.
+        with self.assertRaisesRegex(ValueError, "strategy='one_device', num_gpus=1"):
+            distribution.create_strategy("one_device", 1)
         with self.assertRaisesRegex(ValueError, "TF_CONFIG"):
             distribution.create_strategy("multi_worker")
 
