@@ -12,6 +12,20 @@ from keras_transformer import layers
 from keras_transformer.config import TransformerConfig
 
 
+class _StepMean(keras.metrics.Mean):
+    """The loss tracker: the mean of the steps' losses.
+
+    Keras weights each replica's share of a step's loss by its number of
+    sentences, which token batching makes uneven across replicas: the
+    logged loss then differs from the loss of the step (which
+    `LabelSmoothedCrossEntropy` divides by the global batch's tokens).
+    Unweighted, the replicas' shares of a step add up to its loss.
+    """
+
+    def update_state(self, values, sample_weight=None):
+        super().update_state(values)
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Transformer(keras.Model):
     """The paper's Transformer, built as a functional model from a config.
@@ -338,6 +352,11 @@ class Transformer(keras.Model):
                 hidden, reverse=True, transposed_embeddings=output_kernel
             )
         return ops.cast(self.output_projection(hidden), "float32")
+
+    def compile(self, *args, **kwargs):
+        """`keras.Model.compile`, with the loss logged as `_StepMean` does."""
+        super().compile(*args, **kwargs)
+        self._loss_tracker = _StepMean(name="loss")
 
     def train_step(self, data):
         """Keras's step, or the per-replica XLA step when

@@ -79,8 +79,7 @@ def train_step(model, data):
     # Optimizer.apply sums the replicas' gradients (and undoes loss scaling).
     gradients = [gradient / num_tokens for gradient in gradients]
     model.optimizer.apply(gradients, model.trainable_weights)
-    # Keras's loss tracker averages over replicas: undo the 1/R share.
-    model._loss_tracker.update_state(
-        total / num_tokens * num_replicas, sample_weight=tf.shape(y)[0]
-    )
+    # The tracker (`model._StepMean`) averages the replicas' values: R times
+    # each one's share of the step's loss adds up to it.
+    model._loss_tracker.update_state(total / num_tokens * num_replicas)
     return model.compute_metrics(x, y, logits, sample_weight=sample_weight)

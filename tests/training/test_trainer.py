@@ -122,6 +122,25 @@ class TrainerTest(TestCase):
             moved += int(np.any(np.abs(want - start) > 1e-6))
         self.assertGreater(moved, len(initial) // 2)
 
+    def test_logged_loss_is_the_step_loss_with_uneven_replicas(self):
+        # 13 sentences over 8 replicas: 1 or 2 each. Keras weighted each
+        # replica's share by its sentences: the logged loss was off.
+        dataset = tf.data.Dataset.from_tensors(global_batch(batch_size=13))
+        config = tiny_config(dropout=0.0, attention_dropout=0.0)
+        losses = []
+        for strategy in (tf.distribute.get_strategy(), eight_replica_strategy()):
+            keras.utils.set_random_seed(1)
+            with strategy.scope():
+                model = trainer.compile_for_training(
+                    build_transformer(config),
+                    warmup_steps=10,
+                    jit_compile=False,
+                    optimizer=keras.optimizers.SGD(0.0),
+                )
+            history = model.fit(dataset, epochs=1, verbose=0)
+            losses.append(history.history["loss"][0])
+        self.assertAllClose(losses[1], losses[0], rtol=1e-5)
+
     def test_adam_moments_exist_before_the_first_step(self):
         # Built by compile_for_training (in the strategy's scope: mirrored),
         # not by Keras inside the first step; the step then updates these
