@@ -114,7 +114,7 @@ def define_flags(flag_values=FLAGS):
     flags.DEFINE_bool(
         "overwrite",
         False,
-        "Replace an existing version.",
+        "Replace an existing version (never one that holds an input).",
         flag_values=flag_values,
     )
     flags.mark_flag_as_required("export_dir", flag_values=flag_values)
@@ -133,6 +133,28 @@ def load_vocab(path: str) -> SubwordTokenizer:
             f"sentencepiece `*.model` file of training. Received: vocab={path}"
         )
     return SubwordTokenizer.from_file(path)
+
+
+def _check_inputs_outside(path, inputs):
+    """Fails if --overwrite would delete an input (the version directory is
+    replaced whole), e.g. a training directory named like a version.
+
+    Raises:
+        ValueError: if an input is `path` or inside it.
+    """
+    if "://" in path:
+        return
+    version = os.path.realpath(path)
+    for name in inputs:
+        if name and "://" not in name:
+            real = os.path.realpath(name)
+            if real == version or real.startswith(version + os.sep):
+                raise ValueError(
+                    "--overwrite would delete an input of the export, which is "
+                    "inside the version directory it replaces; choose another "
+                    "--export_dir, --model_name or --version. "
+                    f"Received: path={path}, input={name}"
+                )
 
 
 def export(
@@ -158,8 +180,10 @@ def export(
         The version directory written.
 
     Raises:
-        ValueError: if neither `model_dir` nor `checkpoints` is given, or
-            `model_name`, `version` or the vocabulary is invalid.
+        ValueError: if neither `model_dir` nor `checkpoints` is given,
+            `model_name`, `version`, the vocabulary or a checkpoint is
+            invalid, or `overwrite` would delete an input (one inside the
+            version directory).
         FileNotFoundError: if `model_dir`, a checkpoint or the vocabulary
             does not exist.
         FileExistsError: if the version exists and `overwrite` is False.
@@ -187,6 +211,8 @@ def export(
     checkpoints = checkpoints or [os.path.join(model_dir, "model.keras")]
     for checkpoint in checkpoints:
         serving.check_model_file(checkpoint)
+    if overwrite:
+        _check_inputs_outside(path, [model_dir, vocab, *checkpoints])
     translator = translator_lib.Translator(
         averaging.average_models(checkpoints),
         tokenizer,

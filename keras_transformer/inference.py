@@ -175,6 +175,8 @@ def load_translator(
 
     Raises:
         FileNotFoundError: if `path` does not exist or holds no model.
+        ValueError: if a SavedModel there has no `serving_default`
+            signature.
     """
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(
@@ -185,6 +187,14 @@ def load_translator(
         export = export_path(path)
         if export:
             loaded = serving.load_exported(export)
+            # Another program's SavedModel: a KeyError traceback otherwise.
+            if serving.DEFAULT_SIGNATURE not in loaded.signatures:
+                raise ValueError(
+                    f"The SavedModel has no `{serving.DEFAULT_SIGNATURE}` "
+                    f"signature (it has: {', '.join(loaded.signatures) or 'none'}), "
+                    "so it is not a translation export; pass one written by "
+                    f"export/export_model.py. Received: model={export}"
+                )
             return TextTranslator(
                 loaded.signatures[serving.DEFAULT_SIGNATURE],
                 f"SavedModel {export}",

@@ -15,6 +15,8 @@ IDS_SIGNATURE = "translate_ids"
 OPTIONS_SIGNATURE = "translate_with_options"
 
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# The first bytes of a `.keras` file (a zip archive).
+_ZIP_MAGIC = b"PK\x03\x04"
 
 
 def serving_signatures(translator) -> dict:
@@ -62,7 +64,8 @@ def check_export_path(path: str, overwrite: bool = False) -> None:
     """Fails early when an export would replace an existing version.
 
     Raises:
-        FileExistsError: if `path` exists and `overwrite` is False.
+        FileExistsError: if `path` exists and `overwrite` is False, or is a
+            file.
         NotADirectoryError: if a parent of `path` is a file.
         PermissionError: if the directory it would be created in (a local
             one) cannot be written.
@@ -72,6 +75,13 @@ def check_export_path(path: str, overwrite: bool = False) -> None:
             "The export directory already exists; choose a new "
             "`version` or pass overwrite=True (--overwrite). "
             f"Received: path={path}"
+        )
+    if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
+        # Else the export fails after loading, in TensorFlow's rmtree.
+        raise FileExistsError(
+            "A file has the name of the export directory, and --overwrite "
+            "replaces only a version directory; move the file away or "
+            f"choose a new `version`. Received: path={path}"
         )
     parent = os.path.dirname(os.path.normpath(path))
     while parent and not tf.io.gfile.exists(parent):
@@ -138,15 +148,39 @@ def load_exported(path: str):
 
 
 def check_model_file(path: str) -> None:
-    """Fails early when a `.keras` model file is missing (before loading).
+    """Fails early when a `.keras` model file is missing or is not one
+    (before loading: Keras says "File not found" of a file that is not a
+    zip archive, and of a directory that it is a legacy SavedModel).
 
     Raises:
         FileNotFoundError: if `path` does not exist.
+        IsADirectoryError: if `path` is a directory.
+        ValueError: if the file is not a `.keras` zip archive, or cannot be
+            read.
     """
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(
             "No model file at this path; pass the `.keras` file written by "
             f"training. Received: path={path}"
+        )
+    if tf.io.gfile.isdir(path):
+        raise IsADirectoryError(
+            "The model path is a directory, not a `.keras` file; pass the "
+            "`.keras` file written by training (e.g. <model_dir>/model.keras). "
+            f"Received: path={path}"
+        )
+    try:
+        with tf.io.gfile.GFile(path, "rb") as file:
+            magic = file.read(len(_ZIP_MAGIC))
+    except tf.errors.OpError as error:
+        raise ValueError(
+            f"The model file cannot be read ({error.message}). Received: path={path}"
+        ) from None
+    if magic != _ZIP_MAGIC:
+        raise ValueError(
+            "The file is not a `.keras` model (a zip archive), e.g. a "
+            "vocabulary or a truncated copy; pass the `.keras` file written "
+            f"by training. Received: path={path}"
         )
 
 
@@ -155,6 +189,8 @@ def load_model(path: str) -> Transformer:
 
     Raises:
         FileNotFoundError: if `path` does not exist.
+        IsADirectoryError, ValueError: if it is not a `.keras` file (see
+            `check_model_file`).
         TypeError: if the file does not hold a `keras_transformer`
             Transformer.
     """

@@ -5,17 +5,19 @@ r"""Translates sentences for people: arguments, a file or stdin -> stdout.
   cat news.en | python -m keras_transformer.translate --model=/models/t/1
 
 `--model` is a training directory, a `.keras` checkpoint or a SavedModel.
-One translation per line; files show a progress bar on stderr. Sentences
-cut to the model's input limit, and translations that stopped at their
-length limit, are named in a warning on stderr.
+One translation per line, in UTF-8 whatever the locale (as the input must
+be); files show a progress bar on stderr. Sentences cut to the model's input
+limit, and translations that stopped at their length limit, are named in a
+warning on stderr.
 """
 
+import os
 import sys
 
 from absl import app, flags
 
 from keras_transformer.commands import define_threads_flag, fail, progress_printer
-from keras_transformer.data.text_files import read_lines, split_lines
+from keras_transformer.data.text_files import read_file, split_lines
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
@@ -50,7 +52,7 @@ def main(argv):
                 )
             sentences, on_batch = _arguments(argv[1:]), None
         elif FLAGS.input:
-            sentences, on_batch = read_lines(FLAGS.input), progress_printer()
+            sentences, on_batch = _read_input(FLAGS.input), progress_printer()
         else:
             # Bytes, split as --input files are (on "\n" only, checked UTF-8).
             sentences = split_lines(sys.stdin.buffer.read(), "standard input")
@@ -60,9 +62,37 @@ def main(argv):
         # User errors: one line, no traceback. The tf.errors come from an
         # unreadable --vocab or input file (missing, or a directory).
         return fail("translate", error)
-    for line in translator.translate(sentences, FLAGS.batch_size, on_batch):
-        print(line)
+    translations = translator.translate(sentences, FLAGS.batch_size, on_batch)
+    # UTF-8 bytes, not `print`: under a non-UTF-8 locale (e.g. LANG=C on
+    # old systems, or PYTHONIOENCODING=ascii) printing "Königin" raised
+    # UnicodeEncodeError after the whole input was translated.
+    output = "".join(line + "\n" for line in translations).encode("utf-8")
+    try:
+        sys.stdout.buffer.write(output)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader left (e.g. `| head`): not an error of ours. Python
+        # would flush stdout again at exit and print a traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
+
+
+def _read_input(path):
+    """The lines of the --input file, split as standard input is (so a file
+    of only blank lines translates to as many empty lines, one per line).
+
+    Raises:
+        FileNotFoundError: if there is no file at `path`.
+        ValueError: if it is a directory, cannot be read, is empty, or is
+            not UTF-8 (the message names the line).
+    """
+    hint = "Pass a text file of sentences, one per line."
+    data = read_file(path, "The --input file", hint, argument="input")
+    if not data:
+        raise ValueError(
+            f"The --input file {path} is empty. {hint} Received: input={path}"
+        )
+    return split_lines(data, path)
 
 
 def _arguments(arguments):

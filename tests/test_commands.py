@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,7 +21,7 @@ ROOT = os.path.dirname(os.path.dirname(__file__))
 SENTENCES = [source for source, _ in fixtures.PAIRS[:6]]
 
 
-def run(module, *args, stdin=None):
+def run(module, *args, stdin=None, env=None):
     return subprocess.run(
         [sys.executable, "-m", f"keras_transformer.{module}", *args],
         check=False,
@@ -29,6 +30,7 @@ def run(module, *args, stdin=None):
         cwd=ROOT,
         input=stdin,
         timeout=180,
+        env=None if env is None else dict(os.environ, **env),
     )
 
 
@@ -141,6 +143,65 @@ class CommandsTest(TestCase):
         self.assertEqual(both.returncode, 1)
         self.assertIn("Pass sentences as arguments or --input, not both.", both.stderr)
         self.assertNotIn("Traceback", both.stderr)
+
+    def test_output_is_utf8_whatever_the_locale_and_a_closed_pipe_is_quiet(self):
+        # An ASCII stdout raised UnicodeEncodeError (a traceback, nothing
+        # written) once every sentence was translated; the random model's
+        # byte pieces make U+FFFD in the translation of "Hi.".
+        ascii_locale = run(
+            "translate",
+            f"--model={self.export}",
+            "Hi.",
+            "Cat.",
+            env={"PYTHONIOENCODING": "ascii"},
+        )
+        self.assertEqual(ascii_locale.returncode, 0, ascii_locale.stderr[-2000:])
+        # Decoded here as UTF-8; split on "\n" only ("Cat." gives form feeds).
+        lines = ascii_locale.stdout.split("\n")
+        self.assertLen(lines, 3)
+        self.assertEqual(lines[2], "")
+        self.assertIn("\ufffd", lines[0])
+        # A reader that left (`translate ... | head -1`): no traceback.
+        process = subprocess.Popen(
+            [sys.executable, "-m", "keras_transformer.translate"]
+            + [f"--model={self.export}", *SENTENCES],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            cwd=ROOT,
+        )
+        process.stdout.close()
+        stderr = process.stderr.read().decode()
+        self.assertEqual(process.wait(timeout=180), 0, stderr[-2000:])
+        self.assertNotIn("Traceback", stderr)
+        self.assertNotIn("BrokenPipeError", stderr)
+
+    def test_input_file_is_read_as_standard_input(self):
+        # Errors name --input and its fix (not the training corpora's
+        # text:PREFIX), and a file of blank lines gives as many empty lines,
+        # as standard input does (it was refused as "empty").
+        blank = fixtures.write(os.path.join(self.folder, "blank.en"), "\n \r\n")
+        result = run("translate", f"--model={self.export}", f"--input={blank}")
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        self.assertEqual(result.stdout, "\n\n")
+        missing = os.path.join(self.folder, "missing.en")
+        empty = fixtures.write(os.path.join(self.folder, "nothing.en"), "")
+        hint = "Pass a text file of sentences, one per line."
+        folder = self.folder
+        for path, error, message in (
+            (missing, FileNotFoundError, f"The --input file {missing} does not exist"),
+            (
+                folder,
+                ValueError,
+                f"The --input file {folder} is a directory, not a file",
+            ),
+            (empty, ValueError, f"The --input file {empty} is empty"),
+        ):
+            with self.assertRaisesRegex(
+                error, re.escape(f"{message}. {hint} Received: input={path}")
+            ):
+                translate._read_input(path)
+        crlf = fixtures.write(os.path.join(self.folder, "crlf.en"), "Hi.\r\nYes.\r\n")
+        self.assertEqual(translate._read_input(crlf), ["Hi.", "Yes."])
 
     def test_arguments_must_be_utf8(self):
         # Python keeps bytes that are not UTF-8 as lone surrogates.

@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+import zipfile
 
 import pytest
 import tensorflow as tf
@@ -168,8 +169,11 @@ class ExportBinaryTest(TestCase):
 
     def test_missing_checkpoint_is_named_before_any_loading(self):
         folder = fixtures.tempdir(self)
-        # Not a model: loading it first would fail with another error.
-        first = fixtures.write(os.path.join(folder, "first.keras"), "x")
+        # A zip archive but not a model: loading it first would fail with
+        # another error.
+        first = os.path.join(folder, "first.keras")
+        with zipfile.ZipFile(first, "w") as archive:
+            archive.writestr("config.json", "{}")
         missing = os.path.join(folder, "ckpt-9.keras")
         with self.assertRaisesRegex(
             FileNotFoundError,
@@ -179,6 +183,78 @@ class ExportBinaryTest(TestCase):
             ),
         ):
             export(checkpoints=[first, missing], vocab=fixtures.model_path())
+
+    def test_checkpoint_that_is_not_a_keras_file_is_named(self):
+        # Keras said "File not found" of an existing file that is not a zip,
+        # and of a directory that it is a legacy SavedModel.
+        folder = fixtures.tempdir(self)
+        vocab = fixtures.model_path()
+        with self.assertRaisesRegex(
+            ValueError,
+            re.escape(
+                "The file is not a `.keras` model (a zip archive), e.g. a "
+                "vocabulary or a truncated copy; pass the `.keras` file written "
+                f"by training. Received: path={vocab}"
+            ),
+        ):
+            export(checkpoints=[vocab], vocab=vocab)
+        with self.assertRaisesRegex(
+            IsADirectoryError,
+            re.escape(
+                "The model path is a directory, not a `.keras` file; pass the "
+                "`.keras` file written by training (e.g. <model_dir>/model.keras). "
+                f"Received: path={folder}"
+            ),
+        ):
+            export(checkpoints=[folder], vocab=vocab)
+
+    def test_overwrite_never_deletes_an_input(self):
+        # A training directory named like a version (runs/1) exported onto
+        # itself: --overwrite replaced the version directory, the run with it.
+        model_dir, _ = write_model_dir(self)
+        export_dir = os.path.dirname(model_dir)
+        name, version = os.path.basename(model_dir), 1
+        run_dir = os.path.join(model_dir, "1")
+        os.makedirs(run_dir)
+        for file in ("model.keras", "bpe.model"):
+            os.rename(os.path.join(model_dir, file), os.path.join(run_dir, file))
+        path = serving.serving_path(export_dir, name, version)
+        with self.assertRaisesRegex(
+            ValueError,
+            re.escape(
+                "--overwrite would delete an input of the export, which is "
+                "inside the version directory it replaces; choose another "
+                "--export_dir, --model_name or --version. "
+                f"Received: path={path}, input={run_dir}"
+            ),
+        ):
+            export(
+                model_dir=run_dir,
+                export_dir=export_dir,
+                model_name=name,
+                version=version,
+                overwrite=True,
+            )
+        self.assertCountEqual(os.listdir(run_dir), ["model.keras", "bpe.model"])
+        # A file where the version goes fails before loading, not in
+        # TensorFlow's rmtree after it.
+        afile = fixtures.write(os.path.join(model_dir, "2"), "x")
+        with self.assertRaisesRegex(
+            FileExistsError,
+            re.escape(
+                "A file has the name of the export directory, and --overwrite "
+                "replaces only a version directory; move the file away or "
+                f"choose a new `version`. Received: path={afile}"
+            ),
+        ):
+            export(
+                checkpoints=["missing.keras"],
+                vocab="v.model",
+                export_dir=export_dir,
+                model_name=name,
+                version=2,
+                overwrite=True,
+            )
 
     def test_bad_vocabulary_file_is_named(self):
         folder = fixtures.tempdir(self)

@@ -327,6 +327,39 @@ class ServingHelpersTest(TestCase):
             serving.load_model(other)
         with self.assertRaisesRegex(ValueError, "Received: paths=\\[\\]"):
             averaging.average_models([])
+        # Keras says "File not found" of a file that is not a zip archive.
+        vocab = fixtures.model_path()
+        with self.assertRaisesRegex(
+            ValueError,
+            re.escape(
+                "The file is not a `.keras` model (a zip archive), e.g. a "
+                "vocabulary or a truncated copy; pass the `.keras` file "
+                f"written by training. Received: path={vocab}"
+            ),
+        ):
+            serving.load_model(vocab)
+        with self.assertRaisesRegex(
+            IsADirectoryError, re.escape("not a `.keras` file; pass the")
+        ):
+            serving.load_model(folder)
+
+    def test_saved_model_without_the_signature_is_named(self):
+        # Another program's SavedModel: a KeyError traceback before.
+        module = tf.Module()
+        module.f = tf.function(
+            lambda x: {"y": x}, input_signature=[tf.TensorSpec([None], tf.float32)]
+        )
+        path = os.path.join(fixtures.tempdir(self), "1")
+        tf.saved_model.save(module, path, signatures={"other": module.f})
+        with self.assertRaisesRegex(
+            ValueError,
+            re.escape(
+                "The SavedModel has no `serving_default` signature (it has: "
+                "other), so it is not a translation export; pass one written "
+                f"by export/export_model.py. Received: model={path}"
+            ),
+        ):
+            inference.load_translator(os.path.dirname(path))
 
     def test_average_models_averages_every_weight(self):
         folder = fixtures.tempdir(self)

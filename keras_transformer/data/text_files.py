@@ -123,7 +123,7 @@ def decode_utf8(data: bytes, name: str, argument: str = "path") -> str:
         ) from None
 
 
-def read_file(path: str, what: str, hint: str) -> bytes:
+def read_file(path: str, what: str, hint: str, argument: str = "path") -> bytes:
     """The bytes of the file at `path`, with one-line errors for a bad path.
 
     Args:
@@ -132,6 +132,8 @@ def read_file(path: str, what: str, hint: str) -> bytes:
             file").
         hint: how to find the right path, the fix given when `path` does
             not exist or is a directory.
+        argument: the name the messages end with (`Received: path=...`),
+            e.g. the flag that gave `path`.
 
     Returns:
         The contents.
@@ -145,19 +147,19 @@ def read_file(path: str, what: str, hint: str) -> bytes:
     try:
         if not tf.io.gfile.exists(path):
             raise FileNotFoundError(
-                f"{what} {path} does not exist. {hint} Received: path={path}"
+                f"{what} {path} does not exist. {hint} Received: {argument}={path}"
             )
         if tf.io.gfile.isdir(path):
             raise ValueError(
                 f"{what} {path} is a directory, not a file. {hint} "
-                f"Received: path={path}"
+                f"Received: {argument}={path}"
             )
         with tf.io.gfile.GFile(path, "rb") as f:
             return f.read()
     except tf.errors.OpError as error:
         raise ValueError(
             f"{what} {path} cannot be read ({error.message}). Check that it "
-            f"is a readable file. Received: path={path}"
+            f"is a readable file. Received: {argument}={path}"
         ) from None
 
 

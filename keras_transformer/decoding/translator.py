@@ -75,12 +75,13 @@ class Translator(tf.Module):
       `invalid_utf8` is True.
     - A sentence of more than `max_input_length` subword tokens is truncated
       to its first `max_input_length` tokens, and `truncated` is True.
-    - A sentence without subword tokens (empty, or only whitespace)
-      translates to "" with score 0.
     - Each hypothesis has at most `min(source tokens + length_offset,
       max_length)` tokens, EOS included (paper: input length + 50); one
       that reaches that limit before EOS stops there, and
       `reached_length_limit` is True.
+    - A sentence without subword tokens (empty, or only whitespace)
+      translates to "" with score 0; in `translate_ids`, a row of only
+      padding (or EOS) to no token (length 0) with score 0.
     - `translate_ids` fails on ids outside [0, vocab_size), naming the
       first.
 
@@ -259,9 +260,10 @@ class Translator(tf.Module):
                 is optional (it is added when missing).
 
         Returns:
-            dict of `output_ids` int32 [B, L] (EOS included, 0 after it),
-            `scores` float32 [B], `lengths` int32 [B] (tokens, EOS
-            included), `truncated` bool [B] (the source was cut to
+            dict of `output_ids` int32 [B, L] (EOS included, 0 after it;
+            only 0 for a row without subword ids), `scores` float32 [B]
+            (0 for such a row), `lengths` int32 [B] (tokens, EOS included;
+            0 for such a row), `truncated` bool [B] (the source was cut to
             `max_length - 1` tokens) and `reached_length_limit` bool [B]
             (the output has no EOS: it stopped at its length limit).
         """
@@ -280,12 +282,16 @@ class Translator(tf.Module):
         ids, scores, lengths, truncated = self._search(
             pieces, self.alpha, self.length_offset, num_return=1
         )
+        # Nothing to translate (only padding or EOS): `translate`'s empty
+        # translation, no token (as with a length limit of 0) and score 0,
+        # not one decoded from a lone EOS.
+        empty = tf.equal(pieces.row_lengths(), 0)
         return {
-            "output_ids": ids[:, 0],
-            "scores": scores[:, 0],
-            "lengths": lengths[:, 0],
+            "output_ids": tf.where(empty[:, None], PAD_ID, ids[:, 0]),
+            "scores": tf.where(empty, 0.0, scores[:, 0]),
+            "lengths": tf.where(empty, 0, lengths[:, 0]),
             "truncated": truncated,
-            "reached_length_limit": _without_eos(ids, lengths)[:, 0],
+            "reached_length_limit": _without_eos(ids, lengths)[:, 0] & ~empty,
         }
 
     def _translate_strings(self, inputs, alpha, length_offset, num_return):

@@ -132,6 +132,25 @@ class TranslatorTest(TestCase):
         self.assertAllClose(result["scores"][2], expected["scores"][0])
         self.assertFalse(expected["invalid_utf8"][0])
 
+    def test_translate_ids_rows_without_subwords_translate_as_empty_text(self):
+        # A client that tokenizes "" sends only padding, or only EOS: it
+        # gets `translate`'s "" (no token, score 0), not a translation
+        # decoded from a lone EOS (a score of about -8 before).
+        translator = tiny_translator()
+        pieces = translator.tokenizer.tokenize(tf.constant(["Hi"])).to_tensor()
+        ids = tf.pad(pieces, [[0, 2], [0, 1]])  # Rows 2 and 3: padding.
+        ids = tf.tensor_scatter_nd_update(ids, [[2, 0]], [EOS_ID])
+        result = numpy(translator.translate_ids(ids))
+        self.assertFalse(result["output_ids"][1:].any())
+        self.assertAllEqual(result["lengths"][1:], [0, 0])
+        self.assertAllEqual(result["scores"][1:], [0.0, 0.0])
+        self.assertFalse(any(result["reached_length_limit"][1:]))
+        # The row with subwords is translated as on its own.
+        alone = numpy(translator.translate_ids(pieces))
+        self.assertAllClose(result["scores"][0], alone["scores"][0], atol=1e-5)
+        self.assertLess(result["scores"][0], 0.0)
+        self.assertEqual(result["lengths"][0], alone["lengths"][0])
+
     def test_outputs_stopped_at_the_length_limit_are_flagged(self):
         translator = tiny_translator(length_offset=0)
         strings = tf.constant([*SENTENCES, "Hi", ""])
