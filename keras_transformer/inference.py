@@ -176,7 +176,7 @@ def load_translator(
     Raises:
         FileNotFoundError: if `path` does not exist or holds no model.
         ValueError: if a SavedModel there has no `serving_default`
-            signature.
+            signature, or is given a `vocab`.
     """
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(
@@ -185,6 +185,13 @@ def load_translator(
         )
     if tf.io.gfile.isdir(path):
         export = export_path(path)
+        if export and vocab:
+            # An export holds its tokenizer: the flag would be ignored.
+            raise ValueError(
+                "`--vocab` applies to `.keras` models; a SavedModel holds its "
+                "own tokenizer, so drop --vocab (or pass the .keras model). "
+                f"Received: model={path}, vocab={vocab}"
+            )
         if export:
             loaded = serving.load_exported(export)
             # Another program's SavedModel: a KeyError traceback otherwise.

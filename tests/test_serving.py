@@ -360,6 +360,11 @@ class ServingHelpersTest(TestCase):
             ),
         ):
             inference.load_translator(os.path.dirname(path))
+        # An export holds its tokenizer: a --vocab would be ignored.
+        with self.assertRaisesRegex(
+            ValueError, f"drop --vocab .*Received: model={path}, vocab=v.model$"
+        ):
+            inference.load_translator(path, vocab="v.model")
 
     def test_average_models_averages_every_weight(self):
         folder = fixtures.tempdir(self)
