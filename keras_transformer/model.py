@@ -356,7 +356,17 @@ class Transformer(keras.Model):
     def compile(self, *args, **kwargs):
         """`keras.Model.compile`, with the loss logged as `_StepMean` does."""
         super().compile(*args, **kwargs)
-        self._loss_tracker = _StepMean(name="loss")
+        # Untracked, as Keras sets its own: a tracked metric would also be
+        # listed among the model's other metrics (a second "loss").
+        object.__setattr__(self, "_loss_tracker", _StepMean(name="loss"))
+
+    def compile_from_config(self, config):
+        """Compiles a loaded model as `keras.Model.compile_from_config`
+        does, which skips a model whose `compile` is overridden."""
+        self.compile(**keras.saving.deserialize_keras_object(config))
+        if self.built:
+            # Adam's moments now, so that the saved ones load into them.
+            self.optimizer.build(self.trainable_variables)
 
     def train_step(self, data):
         """Keras's step, or the per-replica XLA step when

@@ -139,6 +139,7 @@ class TrainerTest(TestCase):
                 )
             history = model.fit(dataset, epochs=1, verbose=0)
             losses.append(history.history["loss"][0])
+            self.assertEqual([m.name for m in model.metrics].count("loss"), 1)
         self.assertAllClose(losses[1], losses[0], rtol=1e-5)
 
     def test_adam_moments_exist_before_the_first_step(self):
