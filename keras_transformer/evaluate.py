@@ -11,7 +11,8 @@ training run (its settings.json), which flags must not contradict. Prints
 the sacreBLEU signature to stderr and one JSON line on stdout: bleu, chrf,
 signature, num_sentences and tokenized_bleu — the paper's Table 2 metric,
 BLEU on Moses-tokenized text with compounds split (`##AT##-##AT##`, as
-tensor2tensor's get_ende_bleu.sh); see `keras_transformer/evaluation.py`.
+tensor2tensor's get_ende_bleu.sh; null for Chinese, Japanese and Korean
+targets); see `keras_transformer/evaluation.py`.
 """
 
 import json
@@ -296,7 +297,11 @@ def main(argv, flag_values=FLAGS):
     print(
         f"{translator.description}: BLEU {scores.bleu:.2f} "
         f"({scores.bleu_signature}), chrF {scores.chrf:.2f}, tokenized BLEU "
-        f"{scores.tokenized_bleu:.2f}",
+        + (
+            "n/a (no spaces between words)"
+            if scores.tokenized_bleu is None
+            else f"{scores.tokenized_bleu:.2f}"
+        ),
         file=sys.stderr,
     )
     print(json.dumps(scores.to_json_dict()))

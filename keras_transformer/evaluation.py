@@ -19,7 +19,9 @@ class Scores:
         chrf: chrF (sacreBLEU defaults).
         chrf_signature: its signature.
         tokenized_bleu: BLEU as the paper's Table 2 computed it (see
-            `tokenized_bleu`); not comparable across tokenizations.
+            `tokenized_bleu`); not comparable across tokenizations. None for
+            targets written without spaces between words (Chinese,
+            Japanese, Korean), which the Moses tokenizer does not segment.
         num_sentences: number of segments scored.
     """
 
@@ -27,14 +29,16 @@ class Scores:
     bleu_signature: str
     chrf: float
     chrf_signature: str
-    tokenized_bleu: float
+    tokenized_bleu: float | None
     num_sentences: int
 
     def to_json_dict(self) -> dict:
         return {
             "bleu": round(self.bleu, 2),
             "chrf": round(self.chrf, 2),
-            "tokenized_bleu": round(self.tokenized_bleu, 2),
+            "tokenized_bleu": (
+                None if self.tokenized_bleu is None else round(self.tokenized_bleu, 2)
+            ),
             "signature": self.bleu_signature,
             "chrf_signature": self.chrf_signature,
             "num_sentences": self.num_sentences,
@@ -98,6 +102,9 @@ def score(
         raise ValueError("Nothing to score: the hypothesis list is empty.")
     bleu = _bleu(target_lang)
     bleu_score = bleu.corpus_score(hypotheses, [references])
+    # Where sacreBLEU segments words itself (not 13a), Moses tokens would be
+    # whole sentences: the paper's tokenized BLEU would mean nothing.
+    spaced = bleu.tokenizer.signature() == "13a"
     chrf = sacrebleu.metrics.CHRF()
     chrf_score = chrf.corpus_score(hypotheses, [references])
     return Scores(
@@ -105,7 +112,9 @@ def score(
         bleu_signature=str(bleu.get_signature()),
         chrf=chrf_score.score,
         chrf_signature=str(chrf.get_signature()),
-        tokenized_bleu=tokenized_bleu(hypotheses, references, target_lang),
+        tokenized_bleu=(
+            tokenized_bleu(hypotheses, references, target_lang) if spaced else None
+        ),
         num_sentences=len(hypotheses),
     )
 

@@ -94,6 +94,9 @@ class EvaluationTest(TestCase):
         expected = sacrebleu.corpus_bleu(hypotheses, [references], tokenize="zh")
         self.assertAllClose(scores.bleu, expected.score)
         self.assertGreater(scores.bleu, 50.0)  # 13a's whole-sentence words: 0.
+        # Moses leaves unspaced sentences whole too: no tokenized BLEU.
+        self.assertIsNone(scores.tokenized_bleu)
+        self.assertIsNone(scores.to_json_dict()["tokenized_bleu"])
 
     def test_bleu_is_unchanged_for_languages_with_spaces(self):
         hypotheses = [
@@ -106,6 +109,7 @@ class EvaluationTest(TestCase):
             scores = evaluation.score(hypotheses, REFERENCES, target_lang=lang)
             self.assertIn("tok:13a", scores.bleu_signature)
             self.assertAllClose(scores.bleu, expected)
+            self.assertIsNotNone(scores.tokenized_bleu)
 
     def test_missing_japanese_and_korean_tokenizers_are_clear_errors(self):
         # As without mecab-python3 / mecab-ko installed (sacreBLEU's extras).
