@@ -78,7 +78,7 @@ def define_flags(flag_values=FLAGS):
     flags.DEFINE_integer(
         "beam_size",
         translator_lib.DEFAULT_BEAM_SIZE,
-        "Beam size K.",
+        "Beam size K (at most the vocabulary size).",
         flag_values=flag_values,
     )
     flags.DEFINE_float(

@@ -256,6 +256,25 @@ class ExportBinaryTest(TestCase):
                 overwrite=True,
             )
 
+    def test_beam_wider_than_the_vocabulary_is_refused(self):
+        model_dir, _ = write_model_dir(self)
+        export_dir = fixtures.tempdir(self)
+        with self.assertRaisesRegex(
+            ValueError,
+            re.escape(
+                "`beam_size` must be at most the vocabulary size: beam search "
+                "takes the top K of the V next tokens. Lower `beam_size`. "
+                f"Received: beam_size={fixtures.VOCAB_SIZE + 1}, "
+                f"vocab_size={fixtures.VOCAB_SIZE}"
+            ),
+        ):
+            export(
+                model_dir=model_dir,
+                export_dir=export_dir,
+                beam_size=fixtures.VOCAB_SIZE + 1,
+            )
+        self.assertEqual(os.listdir(export_dir), [])
+
     def test_bad_vocabulary_file_is_named(self):
         folder = fixtures.tempdir(self)
         missing = os.path.join(folder, "bpe.model")
@@ -284,6 +303,8 @@ class ExportBinaryTest(TestCase):
         export_dir = fixtures.tempdir(self)
         os.makedirs(os.path.join(export_dir, "m", "1"))
         missing = os.path.join(export_dir, "no_such_run")
+        model_dir, _ = write_model_dir(self)
+        wide = fixtures.VOCAB_SIZE + 1
         for flags, message in (
             (
                 [f"--model_dir={missing}"],
@@ -298,6 +319,15 @@ class ExportBinaryTest(TestCase):
                     "The export directory already exists; choose a new `version` "
                     "or pass overwrite=True (--overwrite). "
                     f"Received: path={os.path.join(export_dir, 'm', '1')}"
+                ),
+            ),
+            (
+                [f"--model_dir={model_dir}", f"--beam_size={wide}"],
+                (
+                    "`beam_size` must be at most the vocabulary size: beam "
+                    "search takes the top K of the V next tokens. Lower "
+                    f"`beam_size`. Received: beam_size={wide}, "
+                    f"vocab_size={fixtures.VOCAB_SIZE}"
                 ),
             ),
         ):

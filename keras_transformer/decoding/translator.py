@@ -5,6 +5,7 @@ returned, K beam.
 """
 
 import math
+import numbers
 import re
 
 import tensorflow as tf
@@ -15,6 +16,7 @@ from keras_transformer.decoding.beam_search import (
     beam_search,
     decode_limits,
 )
+from keras_transformer.layers.checks import check_positive_int
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 
 # The paper's decoding defaults (section 6.1).
@@ -81,14 +83,15 @@ class Translator(tf.Module):
       `reached_length_limit` is True.
     - A sentence without subword tokens (empty, or only whitespace)
       translates to "" with score 0; in `translate_ids`, a row of only
-      padding (or EOS) to no token (length 0) with score 0.
+      padding (or BOS and EOS) to no token (length 0) with score 0.
     - `translate_ids` fails on ids outside [0, vocab_size), naming the
       first.
 
     Args:
         model: a trained `keras_transformer.Transformer`.
         tokenizer: the `SubwordTokenizer` the model was trained with.
-        beam_size: K, the beam width (paper: 4).
+        beam_size: K, the beam width (paper: 4), at most the vocabulary
+            size.
         alpha: default length penalty strength (paper: 0.6).
         length_offset: default output length allowance beyond the input
             length (paper: 50).
@@ -137,22 +140,25 @@ class Translator(tf.Module):
                 f"tokenizer.vocab_size={tokenizer.vocab_size}, "
                 f"model.config.vocab_size={config.vocab_size}"
             )
-        if not isinstance(beam_size, int) or beam_size < 1:
+        beam_size = check_positive_int("beam_size", beam_size)
+        if beam_size > config.vocab_size:
             raise ValueError(
-                "`beam_size` must be a positive integer. "
-                f"Received: beam_size={beam_size!r}"
+                "`beam_size` must be at most the vocabulary size: beam search "
+                "takes the top K of the V next tokens. Lower `beam_size`. "
+                f"Received: beam_size={beam_size}, vocab_size={config.vocab_size}"
             )
-        if not math.isfinite(alpha) or alpha < 0:
+        real = isinstance(alpha, numbers.Real) and not isinstance(alpha, bool)
+        if not real or not math.isfinite(alpha) or alpha < 0:
             raise ValueError(
                 "`alpha` must be a non-negative number (paper: 0.6). "
-                f"Received: alpha={alpha}"
+                f"Received: alpha={alpha!r}"
             )
-        if not isinstance(length_offset, int) or length_offset < 0:
+        if not _is_int(length_offset) or length_offset < 0:
             raise ValueError(
                 "`length_offset` must be a non-negative integer. "
                 f"Received: length_offset={length_offset!r}"
             )
-        _check_parallel_searches(parallel_searches)
+        parallel_searches = _check_parallel_searches(parallel_searches)
         self._holder = _Untracked(model)
         # The SavedModel tracks the weights and nothing else of the model.
         # The `tf.Variable`s under the Keras variables, not the Keras
@@ -162,7 +168,7 @@ class Translator(tf.Module):
         self.tokenizer = tokenizer
         self.beam_size = beam_size
         self.alpha = float(alpha)
-        self.length_offset = length_offset
+        self.length_offset = int(length_offset)
         self.jit_compile = bool(jit_compile)
         self.parallel_searches = parallel_searches
         self.vocab_size = config.vocab_size
@@ -255,9 +261,14 @@ class Translator(tf.Module):
     def translate_ids(self, source_ids):
         """Translates token ids, for clients that tokenize themselves.
 
+        The source is built as `translate` builds it from text: subword ids
+        then EOS, without BOS (BOS only starts the decoder's input). BOS and
+        EOS ids in `source_ids` are dropped and one EOS is appended, so a
+        leading BOS (which some tokenizers add) and a final EOS are optional.
+
         Args:
-            source_ids: int32 [B, S] subword ids, 0 = padding; a final EOS
-                is optional (it is added when missing).
+            source_ids: int32 [B, S] subword ids, 0 = padding; a leading
+                BOS and a final EOS are optional.
 
         Returns:
             dict of `output_ids` int32 [B, L] (EOS included, 0 after it;
@@ -277,12 +288,13 @@ class Translator(tf.Module):
         )
         with tf.control_dependencies([in_vocab]):
             source_ids = tf.identity(source_ids)
-        keep = (source_ids != PAD_ID) & (source_ids != EOS_ID)
+        # Trained sources have no BOS; a kept one would change the output.
+        keep = (source_ids != PAD_ID) & (source_ids != BOS_ID) & (source_ids != EOS_ID)
         pieces = tf.ragged.boolean_mask(source_ids, keep)  # [B, (S)]
         ids, scores, lengths, truncated = self._search(
             pieces, self.alpha, self.length_offset, num_return=1
         )
-        # Nothing to translate (only padding or EOS): `translate`'s empty
+        # Nothing to translate (only padding, BOS or EOS): `translate`'s empty
         # translation, no token (as with a length limit of 0) and score 0,
         # not one decoded from a lone EOS.
         empty = tf.equal(pieces.row_lengths(), 0)
@@ -538,12 +550,18 @@ def transformer_beam_search(
     )
 
 
+def _is_int(value):
+    """An integer, numpy's included; not a bool."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
 def _check_parallel_searches(value):
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    if not _is_int(value) or value < 1:
         raise ValueError(
             "`parallel_searches` must be a positive integer (1 searches the "
             f"whole batch at once). Received: parallel_searches={value!r}"
         )
+    return int(value)
 
 
 def _split_batch(tensor, parts):
@@ -570,12 +588,12 @@ def translate_texts(translate_fn, sentences, batch_size: int = 32, on_batch=None
 
     Sorting by length keeps padding (and the beam's maximum length) small
     per batch; the translations come back in the input order, each one
-    line: a line break that byte-fallback pieces spell (e.g. `<0x0A>`) is
-    replaced by a space, so that files of one translation per line stay
-    aligned with their sources. Sentences
-    that `translate_fn` flags as `truncated` (longer than the model's input
-    limit) or whose translation `reached_length_limit` are named in a
-    logged warning, so that nothing is cut short silently.
+    line: line breaks that byte-fallback pieces spell (e.g. `<0x0A>`, or
+    any other that `str.splitlines` splits on) are replaced by a space, so
+    that files of one translation per line stay aligned with their sources.
+    Sentences that `translate_fn` flags as `truncated` (longer than the
+    model's input limit) or whose translation `reached_length_limit` are
+    named in a logged warning, so that nothing is cut short silently.
 
     Args:
         translate_fn: a function from `tf.string` [B] to a dict with
@@ -618,7 +636,9 @@ def translate_texts(translate_fn, sentences, batch_size: int = 32, on_batch=None
     return translations
 
 
-_LINE_BREAKS = re.compile(r"[\r\n]+")
+# Every character `str.splitlines` splits on, not only "\r" and "\n": a form
+# feed or U+2028 left in a translation also splits its line in two.
+_LINE_BREAKS = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]+")
 
 # What each flag of a translation means, for `translate_texts`'s warnings.
 _CUT_SHORT = {

@@ -260,18 +260,15 @@ class MultiHeadAttention(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        for name, value in (
-            ("num_heads", num_heads),
-            ("key_dim", key_dim),
-            ("value_dim", key_dim if value_dim is None else value_dim),
-            ("output_dim", 1 if output_dim is None else output_dim),
-        ):
-            check_positive_int(name, value)
-        check_rate("dropout", dropout)
-        self.num_heads = num_heads
-        self.key_dim = key_dim
-        self.value_dim = key_dim if value_dim is None else value_dim
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        self.key_dim = check_positive_int("key_dim", key_dim)
+        if value_dim is not None:
+            value_dim = check_positive_int("value_dim", value_dim)
+        self.value_dim = self.key_dim if value_dim is None else value_dim
+        if output_dim is not None:
+            output_dim = check_positive_int("output_dim", output_dim)
         self.output_dim = output_dim
+        dropout = check_rate("dropout", dropout)
         self.dropout = dropout
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)

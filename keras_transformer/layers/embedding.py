@@ -45,13 +45,11 @@ class ScaledEmbedding(keras.layers.Layer):
 
     def __init__(self, vocab_size, d_model, embeddings_initializer=None, **kwargs):
         super().__init__(**kwargs)
-        for name, value in (("vocab_size", vocab_size), ("d_model", d_model)):
-            check_positive_int(name, value)
-        self.vocab_size = vocab_size
-        self.d_model = d_model
+        self.vocab_size = check_positive_int("vocab_size", vocab_size)
+        self.d_model = check_positive_int("d_model", d_model)
         self.embeddings_initializer = keras.initializers.get(
             embeddings_initializer
-            or keras.initializers.RandomNormal(stddev=d_model**-0.5)
+            or keras.initializers.RandomNormal(stddev=self.d_model**-0.5)
         )
 
     def build(self, inputs_shape=None):

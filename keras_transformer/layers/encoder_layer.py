@@ -7,7 +7,11 @@ import keras
 from keras import ops
 
 from keras_transformer.layers.attention import MultiHeadAttention
-from keras_transformer.layers.checks import check_positive_int, check_rate
+from keras_transformer.layers.checks import (
+    check_positive_int,
+    check_positive_number,
+    check_rate,
+)
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
 from keras_transformer.layers.residual import ResidualConnection
 
@@ -62,22 +66,20 @@ class TransformerEncoderLayer(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        for name, value in (
-            ("num_heads", num_heads),
-            ("key_dim", 1 if key_dim is None else key_dim),
-            ("value_dim", 1 if value_dim is None else value_dim),
-        ):
-            check_positive_int(name, value)
+        self.num_heads = check_positive_int("num_heads", num_heads)
+        # The feed-forward sublayer checks it too; stored here as an int.
+        self.d_ff = check_positive_int("d_ff", d_ff)
+        if key_dim is not None:
+            key_dim = check_positive_int("key_dim", key_dim)
+        if value_dim is not None:
+            value_dim = check_positive_int("value_dim", value_dim)
         # Checked here, not when `build` makes the attention sublayer: the
         # error comes at construction, naming this layer's argument.
-        check_rate("attention_dropout", attention_dropout)
-        if not layer_norm_epsilon > 0:
-            raise ValueError(
-                "`layer_norm_epsilon` must be positive. "
-                f"Received: layer_norm_epsilon={layer_norm_epsilon}"
-            )
-        self.num_heads = num_heads
-        self.d_ff = d_ff
+        dropout = check_rate("dropout", dropout)
+        attention_dropout = check_rate("attention_dropout", attention_dropout)
+        layer_norm_epsilon = check_positive_number(
+            "layer_norm_epsilon", layer_norm_epsilon
+        )
         self.key_dim = key_dim
         self.value_dim = value_dim
         self.dropout = dropout
@@ -88,7 +90,7 @@ class TransformerEncoderLayer(keras.layers.Layer):
         self.supports_masking = True
         self.self_attention = None
         self.feed_forward = PositionwiseFeedForward(
-            d_ff, dtype=self.dtype_policy, name="feed_forward"
+            self.d_ff, dtype=self.dtype_policy, name="feed_forward"
         )
         self.attention_residual, self.feed_forward_residual = (
             ResidualConnection(

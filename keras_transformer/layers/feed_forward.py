@@ -47,15 +47,14 @@ class PositionwiseFeedForward(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_positive_int("d_ff", d_ff)
-        check_rate("activation_dropout", activation_dropout)
-        self.d_ff = d_ff
+        self.d_ff = check_positive_int("d_ff", d_ff)
+        activation_dropout = check_rate("activation_dropout", activation_dropout)
         self.activation = keras.activations.get(activation)
         self.activation_dropout = activation_dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         # Keras's Dense with a faster backward pass (see `projection.py`).
         self.inner = Dense(
-            d_ff,
+            self.d_ff,
             activation=self.activation,
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,

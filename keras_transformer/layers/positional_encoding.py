@@ -9,7 +9,10 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_transformer.layers.checks import check_positive_int
+from keras_transformer.layers.checks import (
+    check_positive_int,
+    check_positive_number,
+)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -38,12 +41,7 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
 
     def __init__(self, max_wavelength=10000.0, **kwargs):
         super().__init__(**kwargs)
-        if max_wavelength <= 0:
-            raise ValueError(
-                "`max_wavelength` must be positive. "
-                f"Received: max_wavelength={max_wavelength}"
-            )
-        self.max_wavelength = max_wavelength
+        self.max_wavelength = check_positive_number("max_wavelength", max_wavelength)
 
     def call(self, inputs, start_index=0):
         length = ops.shape(inputs)[1]
@@ -107,8 +105,7 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
 
     def __init__(self, max_length, initializer="glorot_uniform", **kwargs):
         super().__init__(**kwargs)
-        check_positive_int("max_length", max_length)
-        self.max_length = max_length
+        self.max_length = check_positive_int("max_length", max_length)
         self.initializer = keras.initializers.get(initializer)
 
     def build(self, inputs_shape):

@@ -5,7 +5,7 @@ Shape legend: B batch, T length, D d_model.
 
 import keras
 
-from keras_transformer.layers.checks import check_rate
+from keras_transformer.layers.checks import check_positive_number, check_rate
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.layer_norm import LayerNormalization
 
@@ -38,14 +38,13 @@ class ResidualConnection(keras.layers.Layer):
 
     def __init__(self, dropout, norm_position="post", epsilon=1e-6, **kwargs):
         super().__init__(**kwargs)
-        check_rate("dropout", dropout)
+        dropout = check_rate("dropout", dropout)
         if norm_position not in ("post", "pre"):
             raise ValueError(
                 "`norm_position` must be 'post' or 'pre'. "
                 f"Received: norm_position={norm_position!r}"
             )
-        if not epsilon > 0:
-            raise ValueError(f"`epsilon` must be positive. Received: epsilon={epsilon}")
+        epsilon = check_positive_number("epsilon", epsilon)
         self.dropout = dropout
         self.norm_position = norm_position
         self.epsilon = epsilon

@@ -34,8 +34,7 @@ class _Stack(keras.layers.Layer):
         **kwargs,
     ):
         super().__init__(**kwargs)
-        check_positive_int("num_layers", num_layers)
-        self.num_layers = num_layers
+        self.num_layers = check_positive_int("num_layers", num_layers)
         self.layer_arguments = dict(
             num_heads=num_heads,
             d_ff=d_ff,
@@ -52,8 +51,13 @@ class _Stack(keras.layers.Layer):
                 dtype=self.dtype_policy,
                 name=f"{self.layer_prefix}_{index}",
             )
-            for index in range(num_layers)
+            for index in range(self.num_layers)
         ]
+        # The values the layers checked (e.g. numpy ints made Python ints),
+        # so that `get_config` is JSON-serializable.
+        self.layer_arguments = {
+            name: getattr(self.sublayers[0], name) for name in self.layer_arguments
+        }
         # Pre-norm leaves the last residual sum unnormalised.
         self.final_norm = None
         if norm_position == "pre":

@@ -98,6 +98,26 @@ class TranslatorTest(TestCase):
             numpy(translator.translate_ids(eos))["scores"], ids["scores"]
         )
 
+    def test_translate_ids_drops_a_leading_bos_as_translate_never_adds_one(self):
+        # Some tokenizers add BOS to every sequence; the model's sources
+        # have none (as `translate` builds them), so it is dropped like EOS.
+        translator = tiny_translator()
+        pieces = translator.tokenizer.tokenize(tf.constant(SENTENCES))
+        ids = translator.translate_ids(pieces.to_tensor())
+        bos = tf.fill([2, 1], BOS_ID)
+        eos = tf.fill([2, 1], EOS_ID)
+        for name, source in (
+            ("bos", tf.concat([bos, pieces], axis=1)),
+            ("bos and eos", tf.concat([bos, pieces, eos], axis=1)),
+        ):
+            with self.subTest(name):
+                with_bos = translator.translate_ids(source.to_tensor())
+                self.assert_same_results(with_bos, ids, atol=1e-5)
+        # A row of only BOS (and EOS) has nothing to translate.
+        alone = numpy(translator.translate_ids(tf.constant([[BOS_ID, EOS_ID, 0]])))
+        self.assertAllEqual(alone["lengths"], [0])
+        self.assertAllEqual(alone["scores"], [0.0])
+
     def test_overlong_input_is_truncated_and_flagged(self):
         translator = tiny_translator()
         long = "The cat sleeps on the sofa and the dog barks at the postman."
@@ -304,19 +324,64 @@ class TranslatorTest(TestCase):
         tokenizer = fixtures.tokenizer()
         for kwargs, message in (
             ({"beam_size": 0}, "Received: beam_size=0"),
+            (
+                {"beam_size": fixtures.VOCAB_SIZE + 1},
+                "`beam_size` must be at most the vocabulary size: beam search "
+                "takes the top K of the V next tokens. Lower `beam_size`. "
+                f"Received: beam_size={fixtures.VOCAB_SIZE + 1}, "
+                f"vocab_size={fixtures.VOCAB_SIZE}",
+            ),
             ({"alpha": -0.5}, "Received: alpha=-0.5"),
             ({"alpha": float("nan")}, "Received: alpha=nan"),
             ({"length_offset": -1}, "Received: length_offset=-1"),
             ({"parallel_searches": 0}, "Received: parallel_searches=0"),
             ({"parallel_searches": True}, "Received: parallel_searches=True"),
+            ({"beam_size": True}, "Received: beam_size=True"),
+            ({"alpha": "0.6"}, "Received: alpha='0.6'"),
         ):
             with self.assertRaisesRegex(ValueError, re.escape(message)):
                 Translator(model, tokenizer, **kwargs)
+        # numpy integers (e.g. from a sweep) are integers.
+        translator = Translator(
+            model,
+            tokenizer,
+            beam_size=np.int64(2),
+            length_offset=np.int32(5),
+            parallel_searches=np.int64(2),
+        )
+        self.assertEqual(
+            (
+                translator.beam_size,
+                translator.length_offset,
+                translator.parallel_searches,
+            ),
+            (2, 5, 2),
+        )
+        self.assertIs(type(translator.length_offset), int)
+        # A beam as wide as the vocabulary is allowed.
+        Translator(model, tokenizer, beam_size=fixtures.VOCAB_SIZE)
         other = build_transformer(model.config.replace(vocab_size=100))
         with self.assertRaisesRegex(
             ValueError, "share one vocabulary.*model.config.vocab_size=100"
         ):
             Translator(other, tokenizer)
+
+    def test_translate_texts_gives_one_line_per_sentence(self):
+        # Every character `str.splitlines` splits on, e.g. a form feed or
+        # U+2028 spelled by byte-fallback pieces, not only "\r" and "\n".
+        breaks = [
+            chr(code)
+            for code in range(0x110000)
+            if len(f"a{chr(code)}b".splitlines()) == 2
+        ]
+        self.assertContainsSubset(["\f", "\v", "\x85", "\u2028"], breaks)
+        sentences = [f"a{mark}b" for mark in breaks] + ["a\r\n\x0c\u2029b"]
+
+        def translate_fn(inputs):
+            return {"outputs": inputs}
+
+        translations = translator_lib.translate_texts(translate_fn, sentences)
+        self.assertEqual(translations, ["a b"] * len(sentences))
 
     def test_translate_texts_names_the_sentences_cut_short(self):
         def translate_fn(inputs):

@@ -1,5 +1,7 @@
 """Feed-forward, residual, embedding, encoder/decoder layers and stacks."""
 
+import re
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -236,6 +238,89 @@ class StackTest(TestCase):
                 layers.TransformerEncoderLayer(**arguments)
             with self.assertRaisesRegex(ValueError, message):
                 layers.TransformerDecoder(num_layers=1, **arguments)
+
+
+class NumpyArgumentsTest(TestCase):
+    """Sizes and rates may be numpy scalars (e.g. read from an array or a
+    sweep); the configs keep Python numbers, which JSON can write."""
+
+    @parameterized.named_parameters(
+        ("attention", layers.MultiHeadAttention, dict(num_heads=2, key_dim=4)),
+        (
+            "attention_dims",
+            layers.MultiHeadAttention,
+            dict(num_heads=2, key_dim=4, value_dim=3, output_dim=8),
+        ),
+        ("feed_forward", layers.PositionwiseFeedForward, dict(d_ff=8)),
+        ("embedding", layers.ScaledEmbedding, dict(vocab_size=10, d_model=4)),
+        ("positions", layers.LearnedPositionalEmbedding, dict(max_length=6)),
+        (
+            "encoder_layer",
+            layers.TransformerEncoderLayer,
+            dict(num_heads=2, d_ff=8, key_dim=3, value_dim=5),
+        ),
+        ("decoder_layer", layers.TransformerDecoderLayer, dict(num_heads=2, d_ff=8)),
+        (
+            "encoder",
+            layers.TransformerEncoder,
+            dict(num_layers=2, num_heads=2, d_ff=8, key_dim=3),
+        ),
+        ("decoder", layers.TransformerDecoder, dict(num_layers=1, num_heads=2, d_ff=8)),
+    )
+    def test_numpy_integers_are_stored_as_ints_and_serialize(self, cls, sizes):
+        layer = cls(**{name: np.int64(size) for name, size in sizes.items()})
+        config = layer.get_config()
+        for name, size in sizes.items():
+            self.assertIs(type(config[name]), int, name)
+            self.assertEqual(config[name], size)
+        # JSON, as a `.keras` file stores it.
+        self.assert_serialization_round_trip(layer)
+        self.assert_config_round_trip(layer)
+
+    @parameterized.named_parameters(
+        (
+            "attention",
+            layers.MultiHeadAttention,
+            dict(num_heads=2, key_dim=4),
+            dict(dropout=0.1),
+        ),
+        (
+            "feed_forward",
+            layers.PositionwiseFeedForward,
+            dict(d_ff=8),
+            dict(activation_dropout=0.1),
+        ),
+        (
+            "encoder_layer",
+            layers.TransformerEncoderLayer,
+            dict(num_heads=2, d_ff=8),
+            dict(dropout=0.1, attention_dropout=0.2, layer_norm_epsilon=1e-5),
+        ),
+        (
+            "decoder",
+            layers.TransformerDecoder,
+            dict(num_layers=1, num_heads=2, d_ff=8),
+            dict(dropout=0.1, attention_dropout=0.2, layer_norm_epsilon=1e-5),
+        ),
+    )
+    def test_numpy_floats_are_stored_as_floats_and_serialize(self, cls, sizes, rates):
+        layer = cls(**sizes, **{name: np.float32(rate) for name, rate in rates.items()})
+        config = layer.get_config()
+        for name, rate in rates.items():
+            self.assertIs(type(config[name]), float, name)
+            self.assertAllClose(config[name], rate)
+        self.assert_serialization_round_trip(layer)
+
+    def test_bools_and_floats_are_still_rejected(self):
+        for value in (True, np.True_, 2.0, np.float64(2.0), "2"):
+            with self.assertRaisesRegex(
+                ValueError, "`num_heads` must be a positive integer"
+            ):
+                layers.TransformerEncoderLayer(num_heads=value, d_ff=8)
+        with self.assertRaisesRegex(
+            ValueError, re.escape("Received: d_ff=np.int32(0)")
+        ):
+            layers.TransformerEncoder(num_layers=1, num_heads=2, d_ff=np.int32(0))
 
 
 class KerasMaskTest(TestCase):

@@ -1,4 +1,5 @@
 import math
+import re
 
 import numpy as np
 
@@ -33,10 +34,24 @@ class SinusoidalPositionalEncodingTest(TestCase):
         with self.assertRaisesRegex(ValueError, "d_model=7"):
             layers.sinusoidal_encoding(4, 7)
 
+    def test_bad_max_wavelength_is_a_value_error_naming_it(self):
+        # Not a TypeError from a comparison, nor a table of NaNs.
+        for value in ("a", True, 0, -1.0, float("nan"), float("inf"), None):
+            with self.assertRaisesRegex(
+                ValueError,
+                re.escape("`max_wavelength` must be a positive finite number. ")
+                + re.escape(f"Received: max_wavelength={value!r}"),
+            ):
+                layers.SinusoidalPositionalEncoding(max_wavelength=value)
+
     def test_config_round_trip(self):
         self.assert_serialization_round_trip(
             layers.SinusoidalPositionalEncoding(max_wavelength=500.0)
         )
+        # A numpy float is stored as a float, so the config is JSON.
+        layer = layers.SinusoidalPositionalEncoding(max_wavelength=np.float32(500))
+        self.assertIs(type(layer.get_config()["max_wavelength"]), float)
+        self.assert_serialization_round_trip(layer)
 
 
 class LearnedPositionalEmbeddingTest(TestCase):
