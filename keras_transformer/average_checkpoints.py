@@ -33,8 +33,10 @@ def main(argv):
 
     output = FLAGS.output or os.path.join(FLAGS.model_dir, "averaged.keras")
     try:
-        averaging.check_output(output, FLAGS.model_dir)
+        # The run first: a mistyped --model_dir is named as such, not as a
+        # missing directory of the default --output inside it.
         paths = averaging.last_checkpoints(FLAGS.model_dir, FLAGS.num_checkpoints)
+        averaging.check_output(output, FLAGS.model_dir)
         averaging.save_averaged(averaging.average_models(paths), output)
     except (ValueError, FileNotFoundError, TypeError) as error:
         print(f"average_checkpoints: error: {error}", file=sys.stderr)

@@ -79,7 +79,8 @@ def define_flags(flag_values=FLAGS):
         "File for the hypotheses, one per line. Opened (created or emptied, as "
         "by shell redirection) before translating, so a path that cannot be "
         "written fails at once; its directory must exist (it is not created), "
-        "and it must not be --src or --ref.",
+        "and it must not be an input: --src, --ref, the model or its "
+        "vocabulary.",
         **fv,
     )
     flags.DEFINE_integer("batch_size", 32, "Sentences per batch.", lower_bound=1, **fv)
@@ -182,9 +183,32 @@ def _check_test_set_flags(flag_values) -> None:
         raise ValueError(f"Pass --src and --ref files, or --data. {received}")
 
 
+def _model_files(model: str, vocab: str | None) -> list[tuple[str, str, str]]:
+    """The files `load_translator` reads for `--model` and `--vocab`, as
+    (flag, path, what): a `.keras` file and its vocabulary, or every file
+    of a SavedModel. A missing one is left for `load_translator` to name."""
+    from keras_transformer import inference
+
+    export = inference.export_path(model)
+    if export:
+        return [
+            ("model", os.path.join(folder, name), "model")
+            for folder, _, names in os.walk(export)
+            for name in names
+        ]
+    keras_file = os.path.join(model, "model.keras") if os.path.isdir(model) else model
+    try:
+        vocab = inference.vocab_beside(keras_file, vocab)
+    except FileNotFoundError:
+        return [("model", keras_file, "model")]
+    return [("model", keras_file, "model"), ("vocab", vocab, "vocabulary")]
+
+
 def _check_output(flag_values, src_lang: str, tgt_lang: str) -> None:
     """Fails if `--output` is an input file, which writing it would destroy:
-    `--src`, `--ref`, or a file of a `--data=text:` or `tsv:` test split.
+    `--src`, `--ref`, a file of a `--data=text:` or `tsv:` test split, or a
+    file of the model (its vocabulary too), which is read before the output
+    is opened.
 
     Raises:
         ValueError: naming both paths.
@@ -204,6 +228,7 @@ def _check_output(flag_values, src_lang: str, tgt_lang: str) -> None:
             flag_values.data, flag_values.split, src_lang, tgt_lang
         )
         inputs += [("data", path, f"{flag_values.split} split") for path in files]
+    inputs += _model_files(flag_values.model, flag_values.vocab)
     for name, path, what in inputs:
         if path and same_file(output, path):
             raise ValueError(

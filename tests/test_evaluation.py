@@ -215,6 +215,61 @@ class EvaluateCommandTest(TestCase):
         with open(self.src, encoding="utf-8") as file:
             self.assertEqual(file.read(), "Hello.\n")
 
+    def test_output_must_not_be_a_file_of_the_model(self):
+        data = [f"--src={self.src}", f"--ref={self.ref}"]
+        run_dir = self.model_dir
+        vocab = os.path.join(run_dir, "vocab.model")
+        checkpoint = os.path.join(run_dir, "checkpoints", "ckpt-2.keras")
+        other_vocab = os.path.join(self.folder, "other.model")
+        export = os.path.join(self.folder, "export", "1")
+        os.makedirs(os.path.join(export, "variables"))
+        for path in (
+            vocab,
+            other_vocab,
+            os.path.join(export, "saved_model.pb"),
+            os.path.join(export, "variables", "variables.index"),
+        ):
+            with open(path, "w") as file:
+                file.write("model")
+        # A training directory or a checkpoint: the .keras file and the
+        # vocabulary found beside it (or one level up).
+        for model, output, name, what in (
+            (run_dir, "model.keras", "model", "model"),
+            (run_dir, "vocab.model", "vocab", "vocabulary"),
+            (checkpoint, "vocab.model", "vocab", "vocabulary"),
+            (checkpoint, "checkpoints/ckpt-2.keras", "model", "model"),
+        ):
+            output = path = os.path.join(run_dir, output)
+            self.assert_one_line_error(
+                [f"--model={model}", *data, f"--output={output}"],
+                "`--output` must not be an input file: writing it would "
+                f"overwrite the {what}; choose another path. "
+                f"Received: output={output}, {name}={path}",
+            )
+        self.assert_one_line_error(
+            [
+                f"--model={run_dir}",
+                *data,
+                f"--vocab={other_vocab}",
+                f"--output={other_vocab}",
+            ],
+            "`--output` must not be an input file: writing it would overwrite "
+            "the vocabulary; choose another path. "
+            f"Received: output={other_vocab}, vocab={other_vocab}",
+        )
+        # Every file of an export (here its latest version of a serving
+        # directory); languages as the export's run had them.
+        index = os.path.join(export, "variables", "variables.index")
+        self.assert_one_line_error(
+            [f"--model={os.path.dirname(export)}", *data, f"--output={index}"],
+            "`--output` must not be an input file: writing it would overwrite "
+            f"the model; choose another path. Received: output={index}, "
+            f"model={index}",
+        )
+        for path in (vocab, other_vocab, index):
+            with open(path) as file:
+                self.assertEqual(file.read(), "model")
+
     def test_test_set_flags_name_one_test_set(self):
         model = f"--model={self.model_dir}"
         src, ref = f"--src={self.src}", f"--ref={self.ref}"

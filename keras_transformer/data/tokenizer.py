@@ -182,7 +182,10 @@ class SubwordTokenizer(tf.Module):
     SavedModel that tracks this module carries its vocabulary and runs in a
     fresh process that imports only `tensorflow` and `tensorflow_text`.
     Detokenization inverts tokenization for normalised text (NFKC, single
-    spaces, no leading or trailing space).
+    spaces, no leading or trailing space). Seed (`tf.random.set_seed`,
+    `keras.utils.set_random_seed`) before creating it: seeding clears the
+    eager kernel cache, which owns the sentencepiece resource, and the
+    tokenizer then fails (tensorflow/text#570).
 
     Args:
         model_proto: the bytes of a sentencepiece model trained by

@@ -61,14 +61,24 @@ def decode_limits(max_decode_length, batch_size):
         is known while tracing, otherwise an int32 scalar tensor).
 
     Raises:
-        ValueError: if `max_decode_length` is not a scalar or a vector, or is
-            negative.
+        ValueError: if `max_decode_length` is not a scalar or a vector, is
+            negative, or (where B is known while tracing) is a vector of
+            another length than 1 or B.
     """
     limits = tf.cast(max_decode_length, tf.int32)
     if limits.shape.rank not in (0, 1):
         raise ValueError(
             "`max_decode_length` must be a scalar or a [batch] vector. "
             f"Received: max_decode_length.shape={limits.shape}"
+        )
+    batch = tf.get_static_value(batch_size)
+    # Otherwise a broadcast error from inside TensorFlow.
+    length = limits.shape[0] if limits.shape.rank == 1 else None
+    if batch is not None and length not in (None, 1, batch):
+        raise ValueError(
+            "`max_decode_length` must be a scalar or have one limit per "
+            f"sentence. Received: max_decode_length.shape={limits.shape}, "
+            f"batch_size={batch}"
         )
     known = tf.get_static_value(limits)
     if known is not None and np.any(known < 0):
@@ -338,7 +348,10 @@ def beam_search(
     k, v, n = int(beam_size), int(vocab_size), int(num_return)
     initial_ids = tf.cast(initial_ids, tf.int32)
     batch_size = tf.shape(initial_ids)[0]
-    limits, loop_length = decode_limits(max_decode_length, batch_size)
+    # The static batch size where known, so that `decode_limits` checks it.
+    limits, loop_length = decode_limits(
+        max_decode_length, initial_ids.shape[0] or batch_size
+    )
     if max_decode_steps is not None:
         known = tf.get_static_value(max_decode_steps)
         loop_length = (

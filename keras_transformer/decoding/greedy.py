@@ -65,11 +65,22 @@ def greedy_search(
         A `GreedyResult`.
 
     Raises:
-        ValueError: if `max_decode_length` or the logits are malformed.
+        ValueError: if `initial_ids`, `max_decode_length` or the logits are
+            malformed.
     """
     initial_ids = tf.cast(initial_ids, tf.int32)
+    if initial_ids.shape.rank not in (None, 1):
+        # The loop feeds back [B] tokens: a [B, 1] start fails inside it.
+        raise ValueError(
+            "`initial_ids` must be a [batch] vector, the first decoder input "
+            "(BOS) of each sentence. "
+            f"Received: initial_ids.shape={initial_ids.shape}"
+        )
     batch_size = tf.shape(initial_ids)[0]
-    limits, loop_length = decode_limits(max_decode_length, batch_size)
+    # The static batch size where known, so that `decode_limits` checks it.
+    limits, loop_length = decode_limits(
+        max_decode_length, initial_ids.shape[0] or batch_size
+    )
     invariants = state_invariants(state, state_shape_invariants)
 
     def step_fn(step, ids, seq, log_probs, lengths, state, done):

@@ -59,7 +59,9 @@ def attention_maps(model, tokenizer, sentence: str, target_ids=None):
     Raises:
         ValueError: if the sentence has no subword tokens, or more than the
             model translates (`max_length - 1`, one position is EOS's)
-            when `target_ids` is None or the positions are learned.
+            when `target_ids` is None or the positions are learned; or if
+            `target_ids` has more than `max_length` tokens and the
+            positions are learned.
     """
     from keras_transformer.decoding.translator import Translator
 
@@ -83,6 +85,15 @@ def attention_maps(model, tokenizer, sentence: str, target_ids=None):
         length = int(result["lengths"][0])
         target_ids = result["output_ids"][0, :length].numpy().tolist()
     target_ids = list(target_ids)
+    # The decoder input (BOS + all but the last) is as long as the target.
+    learned = model.config.positional == "learned"
+    if learned and len(target_ids) > model.config.max_length:
+        raise ValueError(
+            "`target_ids` must have at most max_length="
+            f"{model.config.max_length} tokens, where the model's learned "
+            "positions stop; pass a shorter translation. "
+            f"Received: len(target_ids)={len(target_ids)}"
+        )
     target_input = np.array([[tokens.BOS_ID] + target_ids[:-1]], np.int32)
     memory, memory_mask, encoder = model.encode(
         source_ids, return_attention_weights=True

@@ -517,6 +517,14 @@ class BeamSearchTest(TestCase):
             "overrides": {"max_decode_length": [[2, 2]]},
         },
         {
+            "testcase_name": "limits_per_sentence",
+            "error": ValueError,
+            "message": "`max_decode_length` must be a scalar or have one limit "
+            r"per sentence. Received: max_decode_length.shape=\(3,\), "
+            "batch_size=2",
+            "overrides": {"max_decode_length": [2, 2, 2]},
+        },
+        {
             "testcase_name": "vocab_size",
             "error": ValueError,
             "message": r"logits of shape \[rows, vocab_size=5\].*"

@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer.decoding import greedy_search
-from keras_transformer.tokens import EOS_ID
+from keras_transformer.tokens import BOS_ID, EOS_ID
 from tests.decoding.test_beam_search import PrefixTable
 from tests.test_case import TestCase
 
@@ -108,3 +108,24 @@ class GreedySearchTest(TestCase):
             r"current position only. Received: logits.shape=\(2, 1, 6\)",
         ):
             greedy_search(logits_fn, tf.constant([2, 2]), {}, {}, 3)
+
+    def test_bad_initial_ids_and_limits_fail(self):
+        model = PrefixTable(2, max_length=3, seed=0)
+        _, state, static = model.inputs()
+        for initial_ids, limits, message in (
+            (
+                tf.fill([2, 1], BOS_ID),
+                3,
+                r"`initial_ids` must be a \[batch\] vector.*"
+                r"Received: initial_ids.shape=\(2, 1\)",
+            ),
+            (
+                tf.fill([2], BOS_ID),
+                [3, 3, 3],
+                "`max_decode_length` must be a scalar or have one limit per "
+                r"sentence. Received: max_decode_length.shape=\(3,\), "
+                "batch_size=2",
+            ),
+        ):
+            with self.assertRaisesRegex(ValueError, message):
+                greedy_search(model.logits_fn, initial_ids, state, static, limits)

@@ -63,6 +63,30 @@ class AveragingTest(TestCase):
         averaging.check_output(os.path.join(folder, "averaged.keras"), folder)
 
     @pytest.mark.slow
+    def test_command_names_a_model_dir_that_is_not_a_run(self):
+        # Not "`output` must be in an existing directory" for the default
+        # --output inside the missing directory.
+        folder = os.path.join(fixtures.tempdir(self), "missing")
+        result = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "keras_transformer.average_checkpoints",
+                f"--model_dir={folder}",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+        self.assertEqual(result.returncode, 1)
+        self.assertIn(
+            f"average_checkpoints: error: No checkpoints in {folder}/checkpoints",
+            result.stderr,
+        )
+        self.assertIn(f"Received: model_dir={folder}\n", result.stderr)
+
+    @pytest.mark.slow
     def test_command_writes_the_mean_of_the_last_checkpoints(self):
         folder = fixtures.tempdir(self)
         models = write_checkpoints(folder, [1, 2, 3])

@@ -118,3 +118,22 @@ class AttentionMapsTest(TestCase):
                 ValueError, r"plotting needs 1 to 11 \(the model's max_length - 1\)"
             ):
                 attention.attention_maps(self.model, self.tokenizer, sentence)
+
+    def test_overlong_target_of_learned_positions_is_refused(self):
+        config = self.model.config.replace(positional="learned")
+        model = build_transformer(config)
+        target_ids = [10] * config.max_length + [3]
+        with self.assertRaisesRegex(
+            ValueError,
+            re.escape(
+                f"`target_ids` must have at most max_length={config.max_length} "
+                "tokens, where the model's learned positions stop; pass a "
+                f"shorter translation. Received: len(target_ids)={len(target_ids)}"
+            ),
+        ):
+            attention.attention_maps(model, self.tokenizer, "The cat.", target_ids)
+        # Sinusoids go on: the same target is plotted.
+        maps = attention.attention_maps(
+            self.model, self.tokenizer, "The cat.", target_ids
+        )
+        self.assertLen(maps.target, len(target_ids))
