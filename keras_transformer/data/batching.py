@@ -279,6 +279,7 @@ def distributed_dataset_fn(
     batch_tokens: int,
     max_length: int = DEFAULT_MAX_LENGTH,
     start_step: int = 0,
+    num_examples: int | None = None,
     **batch_kwargs,
 ):
     """Builds the `dataset_fn` of `strategy.distribute_datasets_from_function`.
@@ -294,6 +295,9 @@ def distributed_dataset_fn(
         max_length: the longest model sequence, as in `token_batches`.
         start_step: steps already trained on (a resumed run's): each input
             pipeline skips the batches its replicas took in them.
+        num_examples: the number of examples, if known: fewer than the
+            input pipelines is an error (a pipeline would have none, and
+            repeat forever over empty epochs).
         **batch_kwargs: other `token_batches` arguments (`shuffle`, `seed`,
             `deterministic`, `repeat`, ...).
 
@@ -315,6 +319,13 @@ def distributed_dataset_fn(
                 f"{replicas} replicas it leaves {batch_tokens // replicas} "
                 f"tokens, fewer than max_length={max_length}. Raise "
                 f"batch_tokens. Received: batch_tokens={batch_tokens}"
+            )
+        pipelines = input_context.num_input_pipelines
+        if num_examples is not None and num_examples < pipelines:
+            raise ValueError(
+                f"{num_examples} training pairs cannot be shared by {pipelines} "
+                "input pipelines (workers): each needs at least one. Use more "
+                f"data or fewer workers. Received: num_examples={num_examples}"
             )
         shard = examples.shard(
             input_context.num_input_pipelines,

@@ -215,7 +215,12 @@ def make_training_dataset(
     logging.info("Data %s/%s: %s", spec, split, stats)
     if strategy is not None:
         dataset_fn = batching.distributed_dataset_fn(
-            examples, batch_tokens, start_step=start_step, repeat=repeat, **batch_kwargs
+            examples,
+            batch_tokens,
+            start_step=start_step,
+            num_examples=stats.num_examples,
+            repeat=repeat,
+            **batch_kwargs,
         )
         return strategy.distribute_datasets_from_function(dataset_fn), stats
     dataset = batching.token_batches(

@@ -341,6 +341,30 @@ class DistributedDatasetFnTest(test_case.TestCase):
         ):
             dataset_fn(context)
 
+    def test_fewer_examples_than_input_pipelines(self):
+        # A pipeline without examples would repeat empty epochs forever.
+        dataset_fn = batching.distributed_dataset_fn(
+            _dataset([[5], [7]], [[6], [8]]),
+            600,
+            max_length=_MAX_LENGTH,
+            num_examples=2,
+            repeat=True,
+        )
+        context = tf.distribute.InputContext(
+            num_input_pipelines=3, input_pipeline_id=0, num_replicas_in_sync=3
+        )
+        with self.assertRaisesRegex(
+            ValueError,
+            "2 training pairs cannot be shared by 3 input pipelines "
+            r"\(workers\).*Received: num_examples=2",
+        ):
+            dataset_fn(context)
+        # As many examples as pipelines: one each.
+        context = tf.distribute.InputContext(
+            num_input_pipelines=2, input_pipeline_id=1, num_replicas_in_sync=2
+        )
+        self.assertLen(_batches(dataset_fn(context).take(3)), 3)
+
     @pytest.mark.slow
     def test_mirrored_strategy_on_two_cpu_replicas(self):
         # A fresh process: logical devices must be set before TF starts.
