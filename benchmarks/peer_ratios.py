@@ -22,6 +22,7 @@ ratios (the README's performance table).
 """
 
 import json
+import os
 import statistics
 import sys
 
@@ -158,8 +159,17 @@ def compare(runs):
 def main(paths):
     if not paths:
         sys.exit("usage: python benchmarks/peer_ratios.py RESULTS.jsonl [...]")
-    for result in compare([read_run(path) for path in paths]):
-        print(json.dumps(result))
+    runs = [read_run(path) for path in paths]
+    try:
+        for result in compare(runs):
+            print(json.dumps(result))
+        sys.stdout.flush()  # Here, so that a closed pipe is caught here too.
+    except BrokenPipeError:
+        # The reader stopped early (`| head`): no traceback. Python's own
+        # flush at exit would fail again, so stdout goes to devnull first
+        # (the idiom of the `signal` module's documentation).
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(1)
 
 
 if __name__ == "__main__":

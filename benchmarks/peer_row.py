@@ -5,7 +5,9 @@
 (configs, timing, the JSON line) and times the code of `workloads.py`:
 
   train  : one Adam step of `compile_for_training` (the paper's model,
-           dropout and label smoothing 0.1), `--xla` for `jit_compile`.
+           dropout and label smoothing 0.1), `--xla` for `jit_compile`;
+           `--gradient_accumulation_steps=N` takes the step's 64 sentences
+           as N batches of 64 / N (the same update, less memory).
   decode : encoder + cached beam search, beam 4, exactly 40 steps;
            `--saved_model` exports it in a subprocess (as the CTranslate2
            row converts its model) and times the SavedModel loaded in this
@@ -36,6 +38,12 @@ def extra_args(parser):
         "--saved_model",
         action="store_true",
         help="decode through an exported and reloaded SavedModel",
+    )
+    parser.add_argument(
+        "--gradient_accumulation_steps",
+        type=int,
+        default=1,
+        help="train: the step's sentences as N batches (the same update)",
     )
     parser.add_argument(
         "--intra_op_threads",
@@ -75,7 +83,12 @@ def body(args):
         model = workloads.build_model(args.config, seed=args.seed)
         params = model.count_params()
         if args.workload == "train":
-            step = workloads.train_step_fn(model, args.xla, seed=args.seed)
+            step = workloads.train_step_fn(
+                model,
+                args.xla,
+                seed=args.seed,
+                gradient_accumulation_steps=args.gradient_accumulation_steps,
+            )
         else:
             step, _ = workloads.decode_fn(model, args.xla, batch)
     setup_s = time.perf_counter() - start
@@ -96,6 +109,7 @@ def body(args):
             "saved_model": args.saved_model,
             "export_s": export_s,
             "intra_op_threads": args.intra_op_threads,
+            "gradient_accumulation_steps": args.gradient_accumulation_steps,
         },
     )
 

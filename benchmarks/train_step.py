@@ -1,6 +1,7 @@
 r"""Training-step throughput on the peer harness's workload; one JSON line.
 
 python benchmarks/train_step.py --config=small [--jit_compile] [--steps=3]
+    [--gradient_accumulation_steps=N]
 
 `step_s` lists the timed steps in order: the peer harness times steps 2 and 3
 of a fresh process, and step 2 can still page in new memory (README,
@@ -19,6 +20,17 @@ from benchmarks import workloads
 
 flags.DEFINE_enum("config", "small", ["small", "base"], "Model size.")
 flags.DEFINE_bool("jit_compile", False, "XLA for the training step.")
+flags.DEFINE_integer(
+    "gradient_accumulation_steps",
+    1,
+    "The step's 64 sentences as N batches of 64 / N (the same update).",
+    lower_bound=1,
+)
+flags.register_validator(
+    "gradient_accumulation_steps",
+    lambda steps: workloads.TRAIN["batch"] % steps == 0,
+    "--gradient_accumulation_steps must divide the step's 64 sentences.",
+)
 flags.DEFINE_integer("warmup", 1, "Untimed calls.")
 flags.DEFINE_integer("steps", 3, "Timed calls.")
 FLAGS = flags.FLAGS
@@ -27,7 +39,11 @@ FLAGS = flags.FLAGS
 def main(argv):
     del argv
     model = workloads.build_model(FLAGS.config)
-    step = workloads.train_step_fn(model, FLAGS.jit_compile)
+    step = workloads.train_step_fn(
+        model,
+        FLAGS.jit_compile,
+        gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+    )
     median, first, times = workloads.time_calls(step, FLAGS.warmup, FLAGS.steps)
     tokens = workloads.TRAIN["batch"] * workloads.TRAIN["tgt_len"]
     print(
@@ -36,6 +52,7 @@ def main(argv):
                 "benchmark": "train_step",
                 "config": FLAGS.config,
                 "jit_compile": FLAGS.jit_compile,
+                "gradient_accumulation_steps": FLAGS.gradient_accumulation_steps,
                 "params": model.count_params(),
                 "median_s": round(median, 4),
                 "step_s": [round(t, 4) for t in times],

@@ -39,8 +39,12 @@ def build_model(config_name: str, seed: int = 0):
     return kt.build_transformer(config)
 
 
-def train_step_fn(model, jit_compile: bool, seed: int = 0):
-    """A function that runs one optimizer step and waits for it."""
+def train_step_fn(
+    model, jit_compile: bool, seed: int = 0, gradient_accumulation_steps: int = 1
+):
+    """A function that runs one optimizer step and waits for it; with
+    `gradient_accumulation_steps` N, the step's 64 sentences go through
+    the model as N batches of 64 / N (the same update)."""
     config = model.config
     rng = np.random.default_rng(seed)
     shape = (TRAIN["batch"], TRAIN["src_len"])
@@ -53,7 +57,20 @@ def train_step_fn(model, jit_compile: bool, seed: int = 0):
     )
     features = {"source_ids": source, "target_ids": target[:, :-1]}
     labels = target[:, 1:]
-    trainer.compile_for_training(model, warmup_steps=4000, jit_compile=jit_compile)
+    steps = gradient_accumulation_steps
+    if steps > 1:
+        # [N, 64 / N, 32]: the N batches of one step, as a group.
+        def group(ids):
+            return ids.reshape(steps, -1, ids.shape[-1])
+
+        features = {name: group(ids) for name, ids in features.items()}
+        labels = group(labels)
+    trainer.compile_for_training(
+        model,
+        warmup_steps=4000,
+        jit_compile=jit_compile,
+        gradient_accumulation_steps=steps,
+    )
 
     def step():
         model.train_on_batch(features, labels)  # Returns numpy: synced.

@@ -369,9 +369,15 @@ class Transformer(keras.Model):
             self.optimizer.build(self.trainable_variables)
 
     def train_step(self, data):
-        """Keras's step, or the per-replica XLA step when
+        """Keras's step; the accumulating step when
+        `gradient_accumulation_steps` is above 1 (see
+        `training/accumulation.py`); else the per-replica XLA step when
         `replica_jit_compile` is set (see `training/replica_xla.py`)."""
-        if getattr(self, "replica_jit_compile", False):
+        if getattr(self, "gradient_accumulation_steps", 1) > 1:
+            from keras_transformer.training import accumulation
+
+            logs = accumulation.train_step(self, data)
+        elif getattr(self, "replica_jit_compile", False):
             from keras_transformer.training import replica_xla
 
             logs = replica_xla.train_step(self, data)
@@ -389,10 +395,15 @@ class Transformer(keras.Model):
 
         Under a `tf.distribute` strategy, Keras's TF trainer builds them from
         the first batch averaged over the replicas, which fails for token
-        batches: each replica (and worker) has its own shape. The model's
-        inputs are known, so a symbolic batch of that signature is used.
+        batches: each replica (and worker) has its own shape; and the
+        grouped batches of gradient accumulation are not the model's
+        inputs. The model's inputs are known, so a symbolic batch of that
+        signature is used.
         """
-        if getattr(self, "_distribute_strategy", None) is None:
+        if (
+            getattr(self, "_distribute_strategy", None) is None
+            and getattr(self, "gradient_accumulation_steps", 1) == 1
+        ):
             return super()._maybe_symbolic_build(iterator, data_batch)
         ids = keras.KerasTensor((None, None), "int32")
         batch = ({"source_ids": ids, "target_ids": ids}, ids)

@@ -3,6 +3,7 @@
 import glob
 import os
 import re
+import zipfile
 
 import keras
 import tensorflow as tf
@@ -150,13 +151,14 @@ def load_exported(path: str):
 def check_model_file(path: str) -> None:
     """Fails early when a `.keras` model file is missing or is not one
     (before loading: Keras says "File not found" of a file that is not a
-    zip archive, and of a directory that it is a legacy SavedModel).
+    zip archive or is a truncated one, and of a directory that it is a
+    legacy SavedModel).
 
     Raises:
         FileNotFoundError: if `path` does not exist.
         IsADirectoryError: if `path` is a directory.
-        ValueError: if the file is not a `.keras` zip archive, or cannot be
-            read.
+        ValueError: if the file is not a `.keras` zip archive, is a damaged
+            one (e.g. truncated), or cannot be read.
     """
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(
@@ -172,6 +174,10 @@ def check_model_file(path: str) -> None:
     try:
         with tf.io.gfile.GFile(path, "rb") as file:
             magic = file.read(len(_ZIP_MAGIC))
+            # A zip archive ends with its index, an end record of at least
+            # 22 bytes (shorter files make GFile's seek fail): a truncated
+            # archive has none.
+            whole = file.size() >= 22 and zipfile.is_zipfile(file)
     except tf.errors.OpError as error:
         raise ValueError(
             f"The model file cannot be read ({error.message}). Received: path={path}"
@@ -182,6 +188,17 @@ def check_model_file(path: str) -> None:
             "vocabulary or a truncated copy; pass the `.keras` file written "
             f"by training. Received: path={path}"
         )
+    if not whole:
+        raise _damaged_model_file(path)
+
+
+def _damaged_model_file(path: str) -> ValueError:
+    """The error for a `.keras` file that starts as one but is damaged."""
+    return ValueError(
+        "The `.keras` file is damaged (e.g. truncated or corrupted): it is "
+        "not a whole Keras zip archive. Use another checkpoint of the run, "
+        f"or rerun training from the last good one. Received: path={path}"
+    )
 
 
 def load_model(path: str) -> Transformer:
@@ -189,13 +206,17 @@ def load_model(path: str) -> Transformer:
 
     Raises:
         FileNotFoundError: if `path` does not exist.
-        IsADirectoryError, ValueError: if it is not a `.keras` file (see
-            `check_model_file`).
+        IsADirectoryError, ValueError: if it is not a `.keras` file or is a
+            damaged one (see `check_model_file`).
         TypeError: if the file does not hold a `keras_transformer`
             Transformer.
     """
     check_model_file(path)
-    model = keras.saving.load_model(path, compile=False)
+    try:
+        model = keras.saving.load_model(path, compile=False)
+    except zipfile.BadZipFile:
+        # Whole, but a member's bytes were changed (a bad CRC-32).
+        raise _damaged_model_file(path) from None
     if not isinstance(model, Transformer):
         raise TypeError(
             "The file must hold a keras_transformer Transformer (built by "

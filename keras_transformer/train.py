@@ -65,6 +65,15 @@ def define_flags(flag_values=FLAGS):
         **fv,
     )
     flags.DEFINE_integer(
+        "gradient_accumulation_steps",
+        1,
+        "Token batches per optimizer step: their gradients are summed and "
+        "divided by their real target tokens, as one batch of N times "
+        "--batch_tokens would be (e.g. the paper's 25000 on fewer GPUs).",
+        lower_bound=1,
+        **fv,
+    )
+    flags.DEFINE_integer(
         "train_steps",
         100000,
         "Optimizer steps (paper: 100k base, 300k big).",
@@ -277,6 +286,7 @@ def main(argv, flag_values=FLAGS):
             train_steps=flag_values.train_steps,
             warmup_steps=flag_values.warmup_steps,
             batch_tokens=flag_values.batch_tokens,
+            gradient_accumulation_steps=flag_values.gradient_accumulation_steps,
             vocab_size=flag_values.vocab_size,
             learning_rate_scale=flag_values.learning_rate_scale,
             steps_per_checkpoint=flag_values.steps_per_checkpoint,

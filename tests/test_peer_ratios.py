@@ -112,3 +112,23 @@ def test_rounds_of_one_run_pair_in_order_and_drifted_pairs_are_marked(tmp_path):
     assert result["clean_vs_ctranslate2"] == [1.25, 1.25]
     assert result["clean_vs_model_garden"] == [5.0, 5.0]
     assert result["leanest_peer_rss_mib"] == 500  # Of 500, 700, 500, 500.
+
+
+def test_a_reader_that_stops_early_gets_no_traceback(tmp_path):
+    # `peer_ratios.py FILE | head -3`: the reader closes the pipe, here
+    # before the first line, so that every write meets the closed pipe.
+    path = tmp_path / "run.jsonl"
+    rows = [row("keras-transformer", 9.0, 1400), row("ctranslate2", 8.0, 500)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    process = subprocess.Popen(
+        [sys.executable, SCRIPT, str(path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    process.stdout.close()
+    stderr = process.stderr.read()
+    process.wait()
+    process.stderr.close()
+    assert stderr == ""
+    assert process.returncode == 1  # As Python exits on EPIPE.

@@ -343,6 +343,33 @@ class ServingHelpersTest(TestCase):
         ):
             serving.load_model(folder)
 
+    def test_damaged_checkpoint_is_named_not_file_not_found(self):
+        # Keras said "File not found" of a truncated archive, and a member
+        # with changed bytes gave a BadZipFile traceback.
+        folder = fixtures.tempdir(self)
+        path = os.path.join(folder, "ckpt-5.keras")
+        keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]).save(path)
+        with open(path, "rb") as file:
+            data = file.read()
+        changed = bytearray(data)
+        changed[len(data) // 2] ^= 0xFF
+        for damaged in (data[: len(data) // 2], data[:10], bytes(changed)):
+            with open(path, "wb") as file:
+                file.write(damaged)
+            with self.assertRaisesRegex(
+                ValueError,
+                re.escape(
+                    "The `.keras` file is damaged (e.g. truncated or "
+                    "corrupted): it is not a whole Keras zip archive. Use "
+                    "another checkpoint of the run, or rerun training from "
+                    f"the last good one. Received: path={path}"
+                ),
+            ):
+                serving.load_model(path)
+        # Checkpoint averaging loads through it too.
+        with self.assertRaisesRegex(ValueError, "is damaged.*ckpt-5.keras"):
+            averaging.average_models([path])
+
     def test_saved_model_without_the_signature_is_named(self):
         # Another program's SavedModel: a KeyError traceback before.
         module = tf.Module()

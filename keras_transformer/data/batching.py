@@ -3,6 +3,7 @@
 Shapes: B batch, S source length, T target length.
 """
 
+import numbers
 import random
 
 import numpy as np
@@ -12,8 +13,11 @@ from keras_transformer import tokens
 
 # The longest model sequence unless told otherwise (EOS or BOS included).
 DEFAULT_MAX_LENGTH = 256
-# Epoch e of a run with shuffle seed s shuffles with seed s * stride + e.
+# Epoch e of a run with shuffle seed s shuffles with seed s * stride + e,
+# modulo 2**63: an int64 seed for every int64 s (the stride is odd, so no
+# two seeds share the seed of epoch 0).
 _EPOCH_STRIDE = 1_000_003
+_SEED_RANGE = 2**63
 
 
 def bucket_lengths(
@@ -76,7 +80,8 @@ def token_batches(
             (or BOS); also the longest bucket.
         shuffle: shuffle examples before bucketing, each epoch in another
             order.
-        seed: shuffle seed; `None` draws one unless `deterministic`.
+        seed: shuffle seed, from 0 to 2**63 - 1; `None` draws one unless
+            `deterministic`.
         deterministic: same batches in the same order on every run (seed 0
             when `seed` is None, deterministic tf.data ordering).
         shuffle_buffer: examples held by the shuffle buffer.
@@ -92,23 +97,32 @@ def token_batches(
         prefetched.
 
     Raises:
-        ValueError: if `max_length` < 2, `batch_tokens` < `max_length`, or
-            `skip` reaches past the one epoch of `repeat=False`.
+        ValueError: if `max_length` < 2, `batch_tokens` < `max_length`,
+            `seed` is not an int64 seed >= 0, or `skip` reaches past the one
+            epoch of `repeat=False`.
     """
-    if not isinstance(max_length, int) or max_length < 2:
+    if not _is_int(max_length) or max_length < 2:
         raise ValueError(
             "`max_length` must be an integer >= 2 (one token and EOS). "
             f"Received: max_length={max_length}"
         )
-    if not isinstance(batch_tokens, int) or batch_tokens < max_length:
+    if not _is_int(batch_tokens) or batch_tokens < max_length:
         raise ValueError(
             "`batch_tokens` must be an integer >= `max_length` so that a "
             "longest example fits in a batch; raise batch_tokens or lower "
             f"max_length. Received: batch_tokens={batch_tokens}, "
             f"max_length={max_length}"
         )
+    if seed is not None and (not _is_int(seed) or not 0 <= seed < _SEED_RANGE):
+        raise ValueError(
+            "`seed` must be an integer from 0 to 2**63 - 1 (an int64 seed), "
+            f"or None. Received: seed={seed!r}"
+        )
+    max_length, batch_tokens = int(max_length), int(batch_tokens)
     if seed is None:
         seed = 0 if deterministic else random.randrange(2**31)
+    # A Python int: numpy's would overflow in `seed * _EPOCH_STRIDE`.
+    seed = int(seed)
     lengths = bucket_lengths(max_length)
     with_specials = examples.map(
         lambda source, target: _add_specials(source, target, max_length),
@@ -145,9 +159,13 @@ def token_batches(
     if repeat:
         # A seed per epoch, from `seed` and the epoch's number alone (not a
         # reshuffling generator's state): epoch k needs no pass over the
-        # epochs before it.
+        # epochs before it. Summed in uint64, where two int64s cannot
+        # overflow.
+        start = tf.constant(seed * _EPOCH_STRIDE % _SEED_RANGE, tf.uint64)
         epoch_seeds = tf.data.Dataset.counter(first_epoch).map(
-            lambda epoch: seed * _EPOCH_STRIDE + epoch
+            lambda epoch: tf.cast(
+                (start + tf.cast(epoch, tf.uint64)) % _SEED_RANGE, tf.int64
+            )
         )
     else:
         # Another order each time the dataset is iterated (each epoch of
@@ -274,12 +292,35 @@ def padding_efficiency(batches: tf.data.Dataset) -> float:
     return real / padded
 
 
+def group_batches(batches: tf.data.Dataset, batches_per_step: int) -> tf.data.Dataset:
+    """Groups each `batches_per_step` consecutive batches into one element:
+    the batches of one gradient-accumulating step
+    (`training/accumulation.py`).
+
+    Each tensor becomes a RaggedTensor [batches_per_step, (B), (T)] whose
+    batches keep their own shapes (none is padded to the group's longest).
+    A finite dataset's last group holds the batches that are left, so no
+    batch is dropped.
+
+    Args:
+        batches: dataset of `token_batches` batches.
+        batches_per_step: the accumulation's N (1: `batches` unchanged).
+
+    Returns:
+        The dataset of groups.
+    """
+    if batches_per_step == 1:
+        return batches
+    return batches.ragged_batch(batches_per_step).prefetch(tf.data.AUTOTUNE)
+
+
 def distributed_dataset_fn(
     examples: tf.data.Dataset,
     batch_tokens: int,
     max_length: int = DEFAULT_MAX_LENGTH,
     start_step: int = 0,
     num_examples: int | None = None,
+    batches_per_step: int = 1,
     **batch_kwargs,
 ):
     """Builds the `dataset_fn` of `strategy.distribute_datasets_from_function`.
@@ -298,6 +339,8 @@ def distributed_dataset_fn(
         num_examples: the number of examples, if known: fewer than the
             input pipelines is an error (a pipeline would have none, and
             repeat forever over empty epochs).
+        batches_per_step: batches of each replica per step, grouped by
+            `group_batches` when above 1 (gradient accumulation).
         **batch_kwargs: other `token_batches` arguments (`shuffle`, `seed`,
             `deterministic`, `repeat`, ...).
 
@@ -331,14 +374,22 @@ def distributed_dataset_fn(
             input_context.num_input_pipelines,
             input_context.input_pipeline_id,
         )
-        # Each step takes one batch per replica from its pipeline.
+        # Each step takes `batches_per_step` batches per replica from its
+        # pipeline.
         local_replicas = replicas // input_context.num_input_pipelines
-        return token_batches(
+        batches = token_batches(
             shard,
             batch_tokens // replicas,
             max_length,
-            skip=start_step * local_replicas,
+            skip=start_step * local_replicas * batches_per_step,
             **batch_kwargs,
         )
+        return group_batches(batches, batches_per_step)
 
     return dataset_fn
+
+
+def _is_int(value) -> bool:
+    """An integer, numpy's included; not a bool (as `layers.checks` takes
+    them)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)

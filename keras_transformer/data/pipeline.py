@@ -152,6 +152,7 @@ def make_training_dataset(
     start_step: int = 0,
     strategy: tf.distribute.Strategy | None = None,
     measure_padding: bool = True,
+    batches_per_step: int = 1,
 ) -> tuple[tf.data.Dataset, DataStats]:
     """Loads, tokenizes, filters (counted) and batches one split.
 
@@ -178,9 +179,13 @@ def make_training_dataset(
             batches, one disjoint shard per input pipeline.
         measure_padding: iterate one epoch to fill `num_batches` and
             `padding_efficiency` of the stats.
+        batches_per_step: batches per training step (per replica with
+            `strategy`), grouped by `batching.group_batches` when above 1
+            (gradient accumulation); `start_step` counts steps.
 
     Returns:
-        `(dataset, stats)`: batches as `batching.token_batches` makes them,
+        `(dataset, stats)`: batches as `batching.token_batches` makes them
+            (grouped by `batching.group_batches` for `batches_per_step` > 1),
         and the `DataStats` of the split (also logged).
 
     Raises:
@@ -220,13 +225,18 @@ def make_training_dataset(
             start_step=start_step,
             num_examples=stats.num_examples,
             repeat=repeat,
+            batches_per_step=batches_per_step,
             **batch_kwargs,
         )
         return strategy.distribute_datasets_from_function(dataset_fn), stats
     dataset = batching.token_batches(
-        examples, batch_tokens, repeat=repeat, skip=start_step, **batch_kwargs
+        examples,
+        batch_tokens,
+        repeat=repeat,
+        skip=start_step * batches_per_step,
+        **batch_kwargs,
     )
-    return dataset, stats
+    return batching.group_batches(dataset, batches_per_step), stats
 
 
 def examples_from_ids(

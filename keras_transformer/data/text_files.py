@@ -34,8 +34,8 @@ def read_lines(path: str) -> list[str]:
         ValueError: if `path` is a directory or cannot be read, or the file
             is empty (a byte-order mark alone is empty), is not valid UTF-8
             (the message names the line of the first invalid byte; UTF-16
-            is named as such), or holds a "\\r" inside a line (the message
-            names the line).
+            and UTF-32 are named as such), or holds a "\\r" inside a line
+            (the message names the line).
     """
     return _lines(_read_text(path), path, "path")
 
@@ -100,14 +100,19 @@ def decode_utf8(data: bytes, name: str, argument: str = "path") -> str:
     Raises:
         ValueError: if it is not valid UTF-8; the message names `name` and
             the line of the first invalid byte, or says that `data` is
-            UTF-16 if it starts with a UTF-16 byte-order mark.
+            UTF-16 or UTF-32 if it starts with that byte-order mark.
     """
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        raise ValueError(
-            f"{name} is UTF-16 (it starts with a UTF-16 byte-order mark), "
-            "not UTF-8. Convert it to UTF-8 (e.g. `iconv -f UTF-16 -t "
-            f"UTF-8`). Received: {argument}={name}"
-        )
+    # UTF-32 first: its little-endian mark starts with UTF-16's.
+    for encoding, marks in (
+        ("UTF-32", (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)),
+        ("UTF-16", (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)),
+    ):
+        if data.startswith(marks):
+            raise ValueError(
+                f"{name} is {encoding} (it starts with a {encoding} byte-order "
+                f"mark), not UTF-8. Convert it to UTF-8 (e.g. `iconv -f "
+                f"{encoding} -t UTF-8`). Received: {argument}={name}"
+            )
     # Not "utf-8-sig", whose error offsets would not index `data`. The mark
     # holds no "\n", so line numbers stay those of the file.
     data = data.removeprefix(codecs.BOM_UTF8)

@@ -4,6 +4,8 @@ Shape legend: B batch, K beam, V vocabulary, N hypotheses returned,
 L loop length (the largest `max_decode_length` of the batch).
 """
 
+import math
+import numbers
 from typing import NamedTuple
 
 import numpy as np
@@ -61,11 +63,12 @@ def decode_limits(max_decode_length, batch_size):
         is known while tracing, otherwise an int32 scalar tensor).
 
     Raises:
+        TypeError: if `max_decode_length` is not of integers.
         ValueError: if `max_decode_length` is not a scalar or a vector, is
             negative, or (where B is known while tracing) is a vector of
             another length than 1 or B.
     """
-    limits = tf.cast(max_decode_length, tf.int32)
+    limits = tf.cast(_integers("max_decode_length", max_decode_length), tf.int32)
     if limits.shape.rank not in (0, 1):
         raise ValueError(
             "`max_decode_length` must be a scalar or a [batch] vector. "
@@ -239,6 +242,44 @@ def keep_shapes(new_state, invariants):
     return tf.nest.map_structure(keep, new_state, invariants)
 
 
+def _integers(name, value):
+    """`value` as a tensor of integers; a TypeError naming `name` for other
+    values (TensorFlow cannot cast strings, and would truncate floats)."""
+    try:
+        tensor = tf.convert_to_tensor(value)
+    except (TypeError, ValueError):
+        tensor = None
+    if tensor is None or not tensor.dtype.is_integer:
+        raise TypeError(
+            f"`{name}` must be an integer or a tensor of integers. "
+            f"Received: {name}={value!r}"
+        )
+    return tensor
+
+
+def _check_alpha(alpha):
+    """`alpha` as a float32 tensor, checked as `Translator` checks it; a
+    tensor's value is not known here (its dtype is checked)."""
+    if tf.is_tensor(alpha):
+        if not (alpha.dtype.is_floating or alpha.dtype.is_integer):
+            raise TypeError(
+                "`alpha` must be a number or a numeric tensor. "
+                f"Received: alpha={alpha!r}"
+            )
+        return tf.cast(alpha, tf.float32)
+    if not isinstance(alpha, numbers.Real) or isinstance(alpha, bool):
+        raise TypeError(
+            "`alpha` must be a number (the length penalty strength, paper: "
+            f"0.6). Received: alpha={alpha!r}"
+        )
+    if not math.isfinite(alpha) or alpha < 0:
+        raise ValueError(
+            "`alpha` must be a non-negative number (paper: 0.6). "
+            f"Received: alpha={alpha!r}"
+        )
+    return tf.constant(alpha, tf.float32)
+
+
 def _check_sizes(vocab_size, beam_size, num_return):
     for name, value in (
         ("vocab_size", vocab_size),
@@ -340,9 +381,13 @@ def beam_search(
         finished hypothesis (limit 0) returns its alive ones.
 
     Raises:
-        TypeError: if `vocab_size`, `beam_size` or `num_return` is not an int.
-        ValueError: if one of them is not positive, if `num_return` exceeds
-            `beam_size`, or if `max_decode_length` or the logits are malformed.
+        TypeError: if `vocab_size`, `beam_size` or `num_return` is not an int,
+            `max_decode_length` or `max_decode_steps` not of integers, or
+            `alpha` not a number.
+        ValueError: if one of the sizes is not positive, if `num_return`
+            exceeds `beam_size`, if `max_decode_steps` is negative or `alpha`
+            negative or not finite, or if `max_decode_length` or the logits
+            are malformed.
     """
     _check_sizes(vocab_size, beam_size, num_return)
     k, v, n = int(beam_size), int(vocab_size), int(num_return)
@@ -353,12 +398,22 @@ def beam_search(
         max_decode_length, initial_ids.shape[0] or batch_size
     )
     if max_decode_steps is not None:
-        known = tf.get_static_value(max_decode_steps)
-        loop_length = (
-            int(known) if known is not None else tf.cast(max_decode_steps, tf.int32)
-        )
+        steps = _integers("max_decode_steps", max_decode_steps)
+        if steps.shape.rank not in (None, 0):
+            raise ValueError(
+                "`max_decode_steps` must be a scalar (the loop length). "
+                f"Received: max_decode_steps.shape={steps.shape}"
+            )
+        known = tf.get_static_value(steps)
+        # Otherwise a negative shape error from inside TensorFlow.
+        if known is not None and known < 0:
+            raise ValueError(
+                "`max_decode_steps` must be non-negative (the loop length). "
+                f"Received: max_decode_steps={int(known)}"
+            )
+        loop_length = int(known) if known is not None else tf.cast(steps, tf.int32)
         limits = tf.minimum(limits, loop_length)
-    alpha = tf.cast(alpha, tf.float32)
+    alpha = _check_alpha(alpha)
     per_beam = min(2 * k, v)
     num_candidates = min(2 * k, k * v)
 

@@ -53,12 +53,33 @@ def train_step(model, data):
     """
     x, y = data[0], data[1]
     sample_weight = data[2] if len(data) > 2 else None
+    total, num_tokens, logits, gradients = loss_sum_and_gradients(model)(
+        x, y, sample_weight
+    )
+    model.compute_metrics(x, y, logits, sample_weight=sample_weight)
+    return apply_gradient_sums(model, total, num_tokens, gradients)
+
+
+def loss_sum_and_gradients(model):
+    """The function `(x, y, sample_weight) -> (loss sum, token count,
+    logits, gradients of the loss sum)` of one replica's batch: compiled
+    by XLA when `model.replica_jit_compile` is set, else traced into the
+    caller's graph. Sums and counts are weighted by `sample_weight`, as
+    `LabelSmoothedCrossEntropy` weights them.
+
+    Raises:
+        TypeError: if the model's loss is not a `LabelSmoothedCrossEntropy`.
+    """
     loss_fn = model.loss
     if not isinstance(loss_fn, LabelSmoothedCrossEntropy):
         raise TypeError(
-            "Per-replica XLA needs the model compiled with "
-            "LabelSmoothedCrossEntropy. "
+            "The per-replica and accumulating training steps need the model "
+            "compiled with LabelSmoothedCrossEntropy. "
             f"Received: loss={type(loss_fn).__name__}"
+        )
+    if not getattr(model, "replica_jit_compile", False):
+        return lambda x, y, w: _loss_sum_and_gradients(
+            model, loss_fn.label_smoothing, x, y, w
         )
     compiled = getattr(model, "_replica_xla_function", None)
     if compiled is None:
@@ -70,7 +91,24 @@ def train_step(model, data):
             reduce_retracing=True,
         )
         model._replica_xla_function = compiled
-    total, num_tokens, logits, gradients = compiled(x, y, sample_weight)
+    return compiled
+
+
+def apply_gradient_sums(model, total, num_tokens, gradients):
+    """Applies one replica's gradients of its summed token loss, divided
+    by the real target tokens of the global batch, and logs the loss.
+
+    Args:
+        model: the compiled `Transformer`.
+        total: this replica's summed token loss (a scalar).
+        num_tokens: this replica's real target tokens (a scalar).
+        gradients: gradients of the (loss-scaled) `total`, one per
+            trainable weight.
+
+    Returns:
+        The metrics dict, as `Model.train_step` returns it (the other
+        metrics must already be updated).
+    """
     context = tf.distribute.get_replica_context()
     num_replicas = context.num_replicas_in_sync
     if num_replicas > 1:
@@ -82,4 +120,4 @@ def train_step(model, data):
     # The tracker (`model._StepMean`) averages the replicas' values: R times
     # each one's share of the step's loss adds up to it.
     model._loss_tracker.update_state(total / num_tokens * num_replicas)
-    return model.compute_metrics(x, y, logits, sample_weight=sample_weight)
+    return model.get_metrics_result()

@@ -128,6 +128,13 @@ def check_batch_tokens(batch_tokens: int, max_length: int, replicas: int = 1):
     Raises:
         ValueError: naming the values.
     """
+    # numpy integers too (as `batching.token_batches` takes them); a float
+    # or a string would fail only once the data is read, or in a traceback.
+    if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, numbers.Integral):
+        raise ValueError(
+            "`batch_tokens` must be an integer (the token budget of a step). "
+            f"Received: batch_tokens={batch_tokens!r}"
+        )
     if batch_tokens // replicas < max_length:
         raise ValueError(
             "`batch_tokens` must be at least the model's max_length on each "

@@ -24,6 +24,7 @@ import keras
 import tensorflow as tf
 
 from keras_transformer.config import TransformerConfig
+from keras_transformer.layers.checks import check_positive_int
 from keras_transformer.model import build_transformer
 from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training import distribution, run_checks
@@ -70,14 +71,21 @@ def compile_for_training(
     learning_rate_scale: float = 1.0,
     jit_compile: bool = True,
     optimizer=None,
+    gradient_accumulation_steps: int = 1,
 ):
     """Compiles `model` with the paper's optimizer, schedule and loss.
 
     Call it inside the strategy's scope. `jit_compile` means what it says
     under a `tf.distribute` strategy too, where Keras's default ("auto")
     turns XLA off. `optimizer` replaces the paper's Adam (e.g. in tests).
-    The optimizer's variables are created here when the model is built.
+    With `gradient_accumulation_steps` N above 1, each step takes the N
+    batches of one dataset element (`batching.group_batches`) and updates
+    once (`training/accumulation.py`). The optimizer's variables are
+    created here when the model is built.
     """
+    steps = check_positive_int(
+        "gradient_accumulation_steps", gradient_accumulation_steps
+    )
     config = model.config
     optimizer = optimizer or transformer_optimizer(
         config.d_model, warmup_steps, scale=learning_rate_scale
@@ -87,10 +95,12 @@ def compile_for_training(
         # resumption, BLEU) is that of `fit`.
         optimizer = StepCountingLossScaleOptimizer(optimizer)
     # Under several replicas Keras cannot XLA-compile its whole step (the
-    # gradient all-reduce); each replica's forward/backward pass is then
+    # gradient all-reduce), nor a step whose batches change shape inside
+    # it (accumulation); each batch's forward/backward pass is then
     # compiled instead (`replica_xla.py`).
     replicas = tf.distribute.get_strategy().num_replicas_in_sync
-    model.replica_jit_compile = bool(jit_compile) and replicas > 1
+    model.gradient_accumulation_steps = steps
+    model.replica_jit_compile = bool(jit_compile) and (replicas > 1 or steps > 1)
     model.compile(
         optimizer=optimizer,
         loss=LabelSmoothedCrossEntropy(config.label_smoothing),
@@ -117,6 +127,7 @@ def run_training(
     train_steps: int,
     warmup_steps: int = 4000,
     batch_tokens: int = 4096,
+    gradient_accumulation_steps: int = 1,
     vocab_size: int | None = None,
     learning_rate_scale: float = 1.0,
     steps_per_checkpoint: int = 1000,
@@ -156,6 +167,9 @@ def run_training(
         warmup_steps: schedule warmup (paper: 4000).
         batch_tokens: source and target token budget of a global batch
             (paper: ~25,000).
+        gradient_accumulation_steps: global batches per optimizer step
+            (see `training/accumulation.py`): a step's update is that of
+            one batch of `gradient_accumulation_steps * batch_tokens`.
         vocab_size: subword vocabulary size when it must be learned
             (default: the paper's for the pair, 2000 for the demo corpus;
             at least `MIN_VOCAB_SIZE`); a resumed run's vocabulary must
@@ -204,6 +218,7 @@ def run_training(
         bleu_max_sentences=bleu_max_sentences,
         seed=seed,
     )
+    check_positive_int("gradient_accumulation_steps", gradient_accumulation_steps)
     distribution.check_precision(mixed_precision)
     if bleu_every_steps % steps_per_checkpoint:
         raise ValueError(
@@ -272,6 +287,7 @@ def run_training(
     batching = {
         "batch_tokens": batch_tokens,
         "replicas": strategy_obj.num_replicas_in_sync,
+        "gradient_accumulation_steps": gradient_accumulation_steps,
     }
     start_step = callbacks_lib.ResumableBackup.resume_step(backup_dir, batching)
     run_checks.check_resume_step(start_step, steps_per_checkpoint)
@@ -309,6 +325,7 @@ def run_training(
         repeat=True,
         start_step=start_step,
         strategy=strategy_obj if distributed else None,
+        batches_per_step=gradient_accumulation_steps,
     )
     with strategy_obj.scope():
         model = compile_for_training(
@@ -316,6 +333,7 @@ def run_training(
             warmup_steps,
             learning_rate_scale,
             jit_compile,
+            gradient_accumulation_steps=gradient_accumulation_steps,
         )
 
     paths = {

@@ -2,6 +2,7 @@
 
 import itertools
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -279,6 +280,39 @@ class TokenBatchesTest(test_case.TestCase):
             ValueError, "`max_length` must be an integer >= 2.*max_length=1"
         ):
             batching.token_batches(_dataset([[5]], [[6]]), 30, 1)
+
+    def test_numpy_integers_are_integers(self):
+        # `np.int64(4096)` was "not an integer"; bools still are not.
+        examples = _dataset(*_examples(count=10, max_tokens=7))
+        want = _batches(batching.token_batches(examples, 24, 8, seed=1))
+        got = _batches(
+            batching.token_batches(
+                examples, np.int64(24), np.int32(8), seed=np.int64(1)
+            )
+        )
+        self.assertLen(got, len(want))
+        for batch, same in zip(got, want):
+            for array, same_array in zip(batch, same):
+                self.assertAllEqual(array, same_array)
+        with self.assertRaisesRegex(ValueError, "Received: max_length=True"):
+            batching.token_batches(examples, 300, True)
+
+    def test_every_int64_seed_shuffles_each_epoch(self):
+        # Seeds above ~9.2e12 overflowed int64 in the epochs' seeds. One
+        # bucket (of length 8), one batch per epoch.
+        examples = _dataset([[100 + index] for index in range(8)], [[6]] * 8)
+        dataset = batching.token_batches(examples, 64, 8, seed=2**63 - 1, repeat=True)
+        for batch in _batches(dataset.take(2)):
+            self.assertCountEqual(_indices([batch]), range(8))
+        for seed in (-1, 2**63, 1.0, True):
+            with self.assertRaisesRegex(
+                ValueError,
+                re.escape(
+                    "`seed` must be an integer from 0 to 2**63 - 1 (an int64 "
+                    f"seed), or None. Received: seed={seed!r}"
+                ),
+            ):
+                batching.token_batches(examples, 64, 8, seed=seed)
 
     @parameterized.parameters(2, 8, 40, 256)
     def test_bucket_lengths(self, max_length):

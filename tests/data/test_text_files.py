@@ -154,15 +154,18 @@ class TextFilesTest(test_case.TestCase):
         ):
             text_files.read_lines(path)
 
-    @parameterized.parameters("utf-16", "utf-16-be")
-    def test_utf16_is_named_with_the_conversion(self, encoding):
-        data = "Hello .\n".encode(encoding)
-        if encoding == "utf-16-be":
-            data = b"\xfe\xff" + data
-        path = self.write("train.en", data)
+    @parameterized.parameters(
+        ("utf-16", "UTF-16", b""),
+        ("utf-16-be", "UTF-16", b"\xfe\xff"),
+        # The UTF-32-LE mark starts with the UTF-16-LE one.
+        ("utf-32", "UTF-32", b""),
+        ("utf-32-be", "UTF-32", b"\x00\x00\xfe\xff"),
+    )
+    def test_utf16_and_utf32_are_named_with_the_conversion(self, encoding, name, mark):
+        path = self.write("train.en", mark + "Hello .\n".encode(encoding))
         with self.assertRaisesRegex(
             ValueError,
-            f"{path} is UTF-16 .*not UTF-8.*iconv -f UTF-16 -t UTF-8.*"
+            f"{path} is {name} .*not UTF-8.*iconv -f {name} -t UTF-8.*"
             f"Received: path={path}$",
         ):
             text_files.read_lines(path)

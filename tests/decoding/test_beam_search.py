@@ -531,6 +531,43 @@ class BeamSearchTest(TestCase):
             r"Received: logits.shape=\(2, 6\)",
             "overrides": {"vocab_size": 5},
         },
+        # These failed inside TensorFlow (a negative shape, a cast of a
+        # string) or not at all (a float was truncated, NaN scored NaN).
+        {
+            "testcase_name": "negative_steps",
+            "error": ValueError,
+            "message": "^`max_decode_steps` must be non-negative \\(the loop "
+            "length\\). Received: max_decode_steps=-1$",
+            "overrides": {"max_decode_steps": -1},
+        },
+        {
+            "testcase_name": "float_steps",
+            "error": TypeError,
+            "message": "^`max_decode_steps` must be an integer or a tensor of "
+            "integers. Received: max_decode_steps=2.5$",
+            "overrides": {"max_decode_steps": 2.5},
+        },
+        {
+            "testcase_name": "string_limit",
+            "error": TypeError,
+            "message": "^`max_decode_length` must be an integer or a tensor of "
+            "integers. Received: max_decode_length='2'$",
+            "overrides": {"max_decode_length": "2"},
+        },
+        {
+            "testcase_name": "string_alpha",
+            "error": TypeError,
+            "message": "^`alpha` must be a number \\(the length penalty "
+            "strength, paper: 0.6\\). Received: alpha='0.6'$",
+            "overrides": {"alpha": "0.6"},
+        },
+        {
+            "testcase_name": "nan_alpha",
+            "error": ValueError,
+            "message": "^`alpha` must be a non-negative number \\(paper: "
+            "0.6\\). Received: alpha=nan$",
+            "overrides": {"alpha": float("nan")},
+        },
     )
     def test_bad_arguments_fail(self, error, message, overrides):
         model = PrefixTable(2, max_length=2, seed=0)

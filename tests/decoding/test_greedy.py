@@ -129,3 +129,10 @@ class GreedySearchTest(TestCase):
         ):
             with self.assertRaisesRegex(ValueError, message):
                 greedy_search(model.logits_fn, initial_ids, state, static, limits)
+        # A cast error from inside TensorFlow before.
+        with self.assertRaisesRegex(
+            TypeError,
+            "^`max_decode_length` must be an integer or a tensor of integers. "
+            "Received: max_decode_length='3'$",
+        ):
+            greedy_search(model.logits_fn, tf.fill([2], BOS_ID), state, static, "3")

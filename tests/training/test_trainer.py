@@ -57,6 +57,18 @@ def global_batch(batch_size=16, length=9):
     return {"source_ids": source, "target_ids": target}, labels
 
 
+def assert_same_update(test, got, want, initial, atol, rtol):
+    """Asserts that models `got` and `want`, both started from the weights
+    `initial`, have equal weights, and that most of them moved."""
+    moved = 0
+    for got_weight, want_weight, start in zip(
+        got.get_weights(), want.get_weights(), initial
+    ):
+        test.assertAllClose(got_weight, want_weight, atol=atol, rtol=rtol)
+        moved += int(np.any(np.abs(want_weight - start) > 1e-6))
+    test.assertGreater(moved, len(initial) // 2)
+
+
 class CrashAt(keras.callbacks.Callback):
     """Simulates a killed process once the optimizer reaches `step`."""
 
@@ -114,13 +126,7 @@ class TrainerTest(TestCase):
         # Each replica gets 2 of the 16 sentences, with their own padding.
         mirrored.fit(dataset, epochs=1, verbose=0)
 
-        moved = 0
-        for got, want, start in zip(
-            mirrored.get_weights(), single.get_weights(), initial
-        ):
-            self.assertAllClose(got, want, atol=2e-5, rtol=1e-4)
-            moved += int(np.any(np.abs(want - start) > 1e-6))
-        self.assertGreater(moved, len(initial) // 2)
+        assert_same_update(self, mirrored, single, initial, atol=2e-5, rtol=1e-4)
 
     def test_logged_loss_is_the_step_loss_with_uneven_replicas(self):
         # 13 sentences over 8 replicas: 1 or 2 each. Keras weighted each
@@ -248,12 +254,38 @@ class TrainerTest(TestCase):
             self.run_training(folder, train_steps=8, vocab_size=fixtures.VOCAB_SIZE + 8)
 
     @pytest.mark.slow
+    def test_accumulating_run_counts_updates_and_resumes_on_its_batches(self):
+        # 2 batches a step: the 6 batches of an epoch make 3 steps, and a
+        # run resumed at step 2 skips 4 batches, not 2.
+        settings = {"train_steps": 4, "batch_tokens": 512}
+        settings["gradient_accumulation_steps"] = 2
+        folder = fixtures.tempdir(self)
+        with self.assertRaisesRegex(KeyboardInterrupt, "killed at step 3"):
+            self.run_training(folder, extra_callbacks=(CrashAt(3),), **settings)
+        recorder = FirstStepRecorder()
+        result = self.run_training(folder, extra_callbacks=(recorder,), **settings)
+        self.assertEqual(recorder.first_step, 2)
+        self.assertEqual(result.step, 4)
+        model = keras.saving.load_model(result.model_path)
+        self.assertAllClose(
+            model.optimizer.learning_rate, TransformerSchedule(32, warmup_steps=4)(4)
+        )
+        straight = self.run_training(fixtures.tempdir(self), **settings)
+        for got, want in zip(
+            model.get_weights(),
+            keras.saving.load_model(straight.model_path).get_weights(),
+        ):
+            self.assertAllClose(got, want, atol=0, rtol=0)
+
+    @pytest.mark.slow
     @pytest.mark.xdist_group("multi_core")
     def test_trains_on_eight_replicas_with_per_replica_token_batches(self):
         result = self.run_training(
             fixtures.tempdir(self),
             train_steps=2,
             batch_tokens=2048,
+            # Each replica's 2 batches a step, grouped by its pipeline.
+            gradient_accumulation_steps=2,
             bleu_max_sentences=4,
             strategy=eight_replica_strategy(),
             # Per-replica XLA is checked above; compiling it for each
@@ -424,6 +456,20 @@ class TrainerTest(TestCase):
         self.assertRegex(logs.output[0], "batch_tokens=70 .* 64 per step")
         with self.assertNoLogs(level="WARNING"):
             run_checks.check_batch_tokens(64, 8, replicas=8)
+
+    def test_batch_tokens_is_checked_as_an_integer_numpy_included(self):
+        run_checks.check_batch_tokens(np.int64(4096), 256)
+        # A float failed only once the data was read, a string in a
+        # traceback.
+        for value in (4096.0, "4096", True):
+            with self.assertRaisesRegex(
+                ValueError,
+                re.escape(
+                    "`batch_tokens` must be an integer (the token budget of a "
+                    f"step). Received: batch_tokens={value!r}"
+                ),
+            ):
+                run_checks.check_batch_tokens(value, 256)
 
     def test_min_vocab_size_passes_the_tokenizers_own_minimum(self):
         folder = fixtures.tempdir(self)

@@ -72,7 +72,8 @@ class AttentionMapsTest(TestCase):
             build_transformer(config), self.tokenizer, SENTENCE, [10, 11, 3]
         )
         folder = fixtures.tempdir(self)
-        for layer, number in ((1, 1), (2, 2), (-1, 2), (-2, 1)):
+        # Each layer's plots take seconds: one positive and one negative.
+        for layer, number in ((2, 2), (-2, 1)):
             paths = attention.save_layer_plots(maps, layer, folder)
             self.assertEqual(
                 [os.path.basename(path) for path in paths],

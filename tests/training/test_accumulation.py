@@ -1,0 +1,128 @@
+"""Tests of gradient accumulation (`training/accumulation.py`)."""
+
+import functools
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_transformer import build_transformer
+from keras_transformer.training import callbacks as callbacks_lib
+from keras_transformer.training import trainer
+from tests.test_case import TestCase, eight_replica_strategy
+from tests.training.test_trainer import assert_same_update, global_batch, tiny_config
+
+
+def split_batch(features, labels, sizes):
+    """`(features, labels)` cut into batches of `sizes` sentences, each
+    trimmed to its own longest source and target: batches of different
+    shapes and token counts, as token batching makes them."""
+    batches = []
+    start = 0
+    for size in sizes:
+        rows = slice(start, start + size)
+        source = features["source_ids"][rows]
+        target = features["target_ids"][rows]
+        y = labels[rows]
+        source = source[:, : int(np.max(np.sum(source != 0, axis=1)))]
+        length = int(np.max(np.sum(y != 0, axis=1)))
+        batches.append(
+            ({"source_ids": source, "target_ids": target[:, :length]}, y[:, :length])
+        )
+        start += size
+    return batches
+
+
+def group(batches):
+    """The batches as one grouped element, as `batching.group_batches`."""
+    return tf.nest.map_structure(
+        lambda *parts: tf.ragged.stack([tf.constant(p) for p in parts]), *batches
+    )
+
+
+def compiled(config, initial, gradient_accumulation_steps=1, jit_compile=False):
+    model = build_transformer(config)
+    model.set_weights(initial)
+    return trainer.compile_for_training(
+        model,
+        warmup_steps=10,
+        jit_compile=jit_compile,
+        # SGD: the update is the gradient itself (Adam's first step is
+        # sign(gradient), which hides a wrong scale).
+        optimizer=keras.optimizers.SGD(1.0),
+        gradient_accumulation_steps=gradient_accumulation_steps,
+    )
+
+
+def whole_batch_step(batch_size):
+    """One step over a whole batch, without dropout (an exact reference):
+    its config, batch, initial weights, stepped model and logs."""
+    config = tiny_config(dropout=0.0, attention_dropout=0.0)
+    features, labels = global_batch(batch_size=batch_size)
+    keras.utils.set_random_seed(1)
+    initial = build_transformer(config).get_weights()
+    whole = compiled(config, initial)
+    logs = whole.fit(tf.data.Dataset.from_tensors((features, labels)), verbose=0)
+    return config, (features, labels), initial, whole, logs.history
+
+
+class AccumulationTest(TestCase):
+    def test_accumulated_step_is_the_step_over_all_batches(self):
+        config, (features, labels), initial, whole, whole_logs = whole_batch_step(7)
+
+        # 1 and 6 sentences, with different token counts: a mean of the
+        # two batches' mean losses would weight their tokens unevenly.
+        batches = split_batch(features, labels, (1, 6))
+        counts = [np.sum(y != 0) for _, y in batches]
+        self.assertGreater(max(counts), 2 * min(counts))
+        # With XLA: each batch's pass is a cluster of its own shape (the
+        # eight-replica test below runs the loop without XLA).
+        accumulated = compiled(config, initial, 2, jit_compile=True)
+        logs = accumulated.fit(
+            tf.data.Dataset.from_tensors(group(batches)), verbose=0
+        ).history
+
+        # One update: the step counter (hence the schedule) counts updates.
+        self.assertEqual(callbacks_lib.current_step(accumulated), 1)
+        self.assertAllClose(logs["loss"], whole_logs["loss"], atol=1e-5)
+        self.assertAllClose(
+            logs["token_accuracy"], whole_logs["token_accuracy"], atol=1e-6
+        )
+        self.assertEqual(logs["target_tokens"], whole_logs["target_tokens"])
+        assert_same_update(self, accumulated, whole, initial, atol=2e-6, rtol=1e-5)
+
+    def test_ungrouped_batches_are_refused(self):
+        config = tiny_config()
+        model = compiled(config, build_transformer(config).get_weights(), 2)
+        with self.assertRaisesRegex(ValueError, "batches of a step.*group_batches"):
+            model.fit(tf.data.Dataset.from_tensors(global_batch()), verbose=0)
+
+    @pytest.mark.slow
+    @pytest.mark.xdist_group("multi_core")
+    def test_eight_replicas_accumulate_the_single_device_step(self):
+        config, (features, labels), initial, whole, _ = whole_batch_step(24)
+
+        # Each replica's step: 2 batches of 1 and 2 sentences.
+        groups = [
+            group(split_batch(*part, (1, 2)))
+            for part in split_batch(features, labels, [3] * 8)
+        ]
+        strategy = eight_replica_strategy()
+        with strategy.scope():
+            # Without XLA: its per-batch clusters would compile each of the
+            # 16 shapes (the single-device test covers XLA).
+            accumulated = compiled(config, initial, 2)
+
+        def dataset_fn(context):
+            # One group per replica (one input pipeline: in replica order).
+            datasets = [tf.data.Dataset.from_tensors(g) for g in groups]
+            return functools.reduce(tf.data.Dataset.concatenate, datasets)
+
+        accumulated.fit(
+            strategy.distribute_datasets_from_function(dataset_fn),
+            steps_per_epoch=1,
+            verbose=0,
+        )
+        self.assertEqual(callbacks_lib.current_step(accumulated), 1)
+        assert_same_update(self, accumulated, whole, initial, atol=2e-5, rtol=1e-4)
