@@ -30,9 +30,16 @@ def _loss_sum_and_gradients(model, label_smoothing, x, y, sample_weight=None):
         )
         weights = token_weights(labels, tokens.PAD_ID, sample_weight)
         total = tf.reduce_sum(per_token * weights)
-        scaled = model.optimizer.scale_loss(total)
+        num_tokens = tf.reduce_sum(weights)
+        # float16 loss scaling scales the batch's mean, as in Keras's step:
+        # the sum's float16 gradients would be num_tokens times larger, and
+        # overflow (a skipped step) at scales the mean's do not.
+        local_tokens = tf.maximum(num_tokens, 1.0)
+        scaled = model.optimizer.scale_loss(total / local_tokens)
     gradients = tape.gradient(scaled, model.trainable_weights)
-    return total, tf.reduce_sum(weights), logits, gradients
+    # In float32 now: the gradients of the (loss-scaled) sum.
+    gradients = [None if g is None else g * local_tokens for g in gradients]
+    return total, num_tokens, logits, gradients
 
 
 def train_step(model, data):

@@ -90,7 +90,9 @@ def compile_for_training(
     optimizer = optimizer or transformer_optimizer(
         config.d_model, warmup_steps, scale=learning_rate_scale
     )
-    if keras.config.dtype_policy().name == "mixed_float16":
+    # The model's policy: the global one, or `build_transformer(..., dtype=)`
+    # (Keras's compile would wrap that one in its own loss scaling).
+    if model.dtype_policy.name == "mixed_float16":
         # Counts the steps it skips, so the step (checkpoint names,
         # resumption, BLEU) is that of `fit`.
         optimizer = StepCountingLossScaleOptimizer(optimizer)

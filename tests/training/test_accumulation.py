@@ -10,6 +10,7 @@ import tensorflow as tf
 from keras_transformer import build_transformer
 from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training import trainer
+from keras_transformer.training.optimizer import StepCountingLossScaleOptimizer
 from tests.test_case import TestCase, eight_replica_strategy
 from tests.training.test_trainer import assert_same_update, global_batch, tiny_config
 
@@ -91,6 +92,25 @@ class AccumulationTest(TestCase):
         )
         self.assertEqual(logs["target_tokens"], whole_logs["target_tokens"])
         assert_same_update(self, accumulated, whole, initial, atol=2e-6, rtol=1e-5)
+
+    def test_float16_step_scales_the_mean_loss_and_counts(self):
+        # A float16 model's accumulated step at the default loss scale
+        # (2**15): scaling the loss sum instead of the mean overflowed its
+        # float16 gradients, and Keras's own loss scaling (without the
+        # global policy) did not count that skipped step.
+        config = tiny_config(dropout=0.0, attention_dropout=0.0)
+        model = build_transformer(config, dtype="mixed_float16")
+        initial = model.get_weights()
+        trainer.compile_for_training(
+            model, warmup_steps=10, jit_compile=False, gradient_accumulation_steps=2
+        )
+        self.assertIsInstance(model.optimizer, StepCountingLossScaleOptimizer)
+        batches = split_batch(*global_batch(batch_size=7), (1, 6))
+        model.fit(tf.data.Dataset.from_tensors(group(batches)), verbose=0)
+        self.assertEqual(float(model.optimizer.dynamic_scale), 2.0**15)
+        self.assertEqual(callbacks_lib.current_step(model), 1)
+        moved = [np.any(a != b) for a, b in zip(initial, model.get_weights())]
+        self.assertGreater(sum(moved), len(moved) // 2)
 
     def test_ungrouped_batches_are_refused(self):
         config = tiny_config()

@@ -115,13 +115,23 @@ class TrainerTest(TestCase):
             mirrored = trainer.compile_for_training(
                 build_transformer(config),
                 warmup_steps=10,
-                jit_compile=True,
+                # Without XLA: its per-replica clusters compile once per
+                # device, 8 times (~2 minutes of the suite). The XLA step's
+                # numerics are `test_replica_xla`'s, its all-reduce is the
+                # accumulating step's (`test_accumulation`, 8 replicas), and
+                # the two-worker test of `test_train_processes` runs it.
+                jit_compile=False,
                 # SGD: the update is the gradient itself (Adam's first step
                 # is sign(gradient), which amplifies rounding noise).
                 optimizer=keras.optimizers.SGD(1.0),
             )
-        # Keras's default would turn XLA off under the strategy.
-        self.assertTrue(mirrored.replica_jit_compile)
+            xla = trainer.compile_for_training(
+                build_transformer(config), warmup_steps=10, jit_compile=True
+            )
+        # Keras's default would turn XLA off under the strategy: each
+        # replica's pass is compiled instead (`replica_xla.py`).
+        self.assertTrue(xla.replica_jit_compile)
+        self.assertFalse(mirrored.replica_jit_compile)
         mirrored.set_weights(initial)
         # Each replica gets 2 of the 16 sentences, with their own padding.
         mirrored.fit(dataset, epochs=1, verbose=0)
