@@ -6,6 +6,9 @@ it turns XLA off under a strategy, and `jit_compile=True` fails. Here each
 replica runs its forward and backward pass as one XLA cluster, and the
 all-reduce and the Adam update run outside it (`compile_for_training`
 chooses this when the strategy has several replicas).
+
+The accumulating step (`accumulation.py`) shares its pieces: one batch's
+loss sum and gradients, with or without XLA, and their all-reduced update.
 """
 
 import tensorflow as tf
@@ -84,19 +87,15 @@ def loss_sum_and_gradients(model):
             "compiled with LabelSmoothedCrossEntropy. "
             f"Received: loss={type(loss_fn).__name__}"
         )
+
+    def compute(x, y, w):
+        return _loss_sum_and_gradients(model, loss_fn.label_smoothing, x, y, w)
+
     if not getattr(model, "replica_jit_compile", False):
-        return lambda x, y, w: _loss_sum_and_gradients(
-            model, loss_fn.label_smoothing, x, y, w
-        )
+        return compute
     compiled = getattr(model, "_replica_xla_function", None)
     if compiled is None:
-        compiled = tf.function(
-            lambda x, y, w: _loss_sum_and_gradients(
-                model, loss_fn.label_smoothing, x, y, w
-            ),
-            jit_compile=True,
-            reduce_retracing=True,
-        )
+        compiled = tf.function(compute, jit_compile=True, reduce_retracing=True)
         model._replica_xla_function = compiled
     return compiled
 
