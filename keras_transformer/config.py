@@ -1,9 +1,9 @@
 """Frozen model configs: the paper's base and big models, Table 3 rows, tiny."""
 
 import dataclasses
-import numbers
 
 from keras_transformer import tokens
+from keras_transformer.checks import is_integer, is_real
 
 POSITIONAL_CHOICES = ("sinusoidal", "learned")
 SHARING_CHOICES = ("all", "target", "none")
@@ -148,8 +148,8 @@ class TransformerConfig:
         `to_dict` stays JSON-serializable.
         """
         value = getattr(self, name)
-        abstract = numbers.Integral if kind is int else numbers.Real
-        wrong_type = isinstance(value, bool) or not isinstance(value, abstract)
+        is_kind = is_integer if kind is int else is_real
+        wrong_type = not is_kind(value)
         if wrong_type or not is_valid(value):
             received = f"{name}={value!r}"
             if wrong_type:

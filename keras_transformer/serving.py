@@ -8,6 +8,7 @@ import zipfile
 import keras
 import tensorflow as tf
 
+from keras_transformer.checks import is_integer
 from keras_transformer.model import Transformer
 
 # Signature names of the export (see `export/README.md`).
@@ -46,7 +47,7 @@ def serving_path(base_dir: str, model_name: str, version: int) -> str:
         ValueError: if `version` is not a positive integer or `model_name`
             is not a plain name (letters, digits, `_`, `.`, `-`).
     """
-    if not isinstance(version, int) or isinstance(version, bool) or (version < 1):
+    if not is_integer(version) or version < 1:
         raise ValueError(
             "`version` must be a positive integer: TF Serving loads the "
             "numerically highest version directory. "
@@ -58,7 +59,8 @@ def serving_path(base_dir: str, model_name: str, version: int) -> str:
             "or '-' (it is a directory and the REST path /v1/models/<name>). "
             f"Received: model_name={model_name!r}"
         )
-    return os.path.join(base_dir, model_name, str(version))
+    # int(): numpy integers pass; the directory is the plain number.
+    return os.path.join(base_dir, model_name, str(int(version)))
 
 
 def check_export_path(path: str, overwrite: bool = False) -> None:

@@ -3,13 +3,13 @@
 Shapes: B batch, S source length, T target length.
 """
 
-import numbers
 import random
 
 import numpy as np
 import tensorflow as tf
 
 from keras_transformer import tokens
+from keras_transformer.checks import is_integer
 
 # The longest model sequence unless told otherwise (EOS or BOS included).
 DEFAULT_MAX_LENGTH = 256
@@ -101,19 +101,19 @@ def token_batches(
             `seed` is not an int64 seed >= 0, or `skip` reaches past the one
             epoch of `repeat=False`.
     """
-    if not _is_int(max_length) or max_length < 2:
+    if not is_integer(max_length) or max_length < 2:
         raise ValueError(
             "`max_length` must be an integer >= 2 (one token and EOS). "
             f"Received: max_length={max_length}"
         )
-    if not _is_int(batch_tokens) or batch_tokens < max_length:
+    if not is_integer(batch_tokens) or batch_tokens < max_length:
         raise ValueError(
             "`batch_tokens` must be an integer >= `max_length` so that a "
             "longest example fits in a batch; raise batch_tokens or lower "
             f"max_length. Received: batch_tokens={batch_tokens}, "
             f"max_length={max_length}"
         )
-    if seed is not None and (not _is_int(seed) or not 0 <= seed < _SEED_RANGE):
+    if seed is not None and (not is_integer(seed) or not 0 <= seed < _SEED_RANGE):
         raise ValueError(
             "`seed` must be an integer from 0 to 2**63 - 1 (an int64 seed), "
             f"or None. Received: seed={seed!r}"
@@ -387,9 +387,3 @@ def distributed_dataset_fn(
         return group_batches(batches, batches_per_step)
 
     return dataset_fn
-
-
-def _is_int(value) -> bool:
-    """An integer, numpy's included; not a bool (as `layers.checks` takes
-    them)."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)

@@ -9,6 +9,7 @@ import functools
 import os
 import random
 
+from keras_transformer.checks import is_integer
 from keras_transformer.data import demo_lexicon as lex
 
 SOURCE_LANG = "en"
@@ -424,7 +425,7 @@ def sample_sentence(rng: random.Random) -> Sentence:
 
 
 def _check_count(name, value, minimum=0):
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    if not is_integer(value) or value < minimum:
         raise ValueError(
             f"`{name}` must be an integer >= {minimum}. Received: {name}={value!r}"
         )

@@ -2,6 +2,8 @@
 
 import dataclasses
 
+from keras_transformer.checks import is_integer
+
 # Cases are "nom", "acc", "dat"; persons are "1sg", "2sg", "3sg", "1pl",
 # "3pl" (the plural forms of every verb used here are the same in 1pl/3pl).
 CASES = ("nom", "acc", "dat")
@@ -365,7 +367,7 @@ _DE_ORDINALS = _words(
 
 
 def _split_number(n):
-    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 99:
+    if not is_integer(n) or not 1 <= n <= 99:
         raise ValueError(
             "Number words are defined for the integers 1 to 99; pass an "
             f"integer in that range. Received: n={n!r}"

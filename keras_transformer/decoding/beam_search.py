@@ -5,13 +5,13 @@ L loop length (the largest `max_decode_length` of the batch).
 """
 
 import math
-import numbers
 from typing import NamedTuple
 
 import numpy as np
 import tensorflow as tf
 from tensorflow.core.framework import attr_value_pb2
 
+from keras_transformer.checks import is_integer, is_real
 from keras_transformer.tokens import EOS_ID
 
 # A finite "minus infinity": -inf would give NaN in `-inf - -inf` and
@@ -267,7 +267,7 @@ def _check_alpha(alpha):
                 f"Received: alpha={alpha!r}"
             )
         return tf.cast(alpha, tf.float32)
-    if not isinstance(alpha, numbers.Real) or isinstance(alpha, bool):
+    if not is_real(alpha):
         raise TypeError(
             "`alpha` must be a number (the length penalty strength, paper: "
             f"0.6). Received: alpha={alpha!r}"
@@ -286,7 +286,7 @@ def _check_sizes(vocab_size, beam_size, num_return):
         ("beam_size", beam_size),
         ("num_return", num_return),
     ):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool):
+        if not is_integer(value):
             raise TypeError(
                 f"`{name}` must be a Python int (it fixes tensor shapes). "
                 f"Received: {name}={value!r}"

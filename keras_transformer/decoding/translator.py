@@ -5,12 +5,12 @@ returned, K beam.
 """
 
 import math
-import numbers
 import re
 
 import tensorflow as tf
 from absl import logging
 
+from keras_transformer.checks import is_integer, is_real
 from keras_transformer.decoding.beam_search import (
     BeamSearchResult,
     beam_search,
@@ -147,13 +147,12 @@ class Translator(tf.Module):
                 "takes the top K of the V next tokens. Lower `beam_size`. "
                 f"Received: beam_size={beam_size}, vocab_size={config.vocab_size}"
             )
-        real = isinstance(alpha, numbers.Real) and not isinstance(alpha, bool)
-        if not real or not math.isfinite(alpha) or alpha < 0:
+        if not is_real(alpha) or not math.isfinite(alpha) or alpha < 0:
             raise ValueError(
                 "`alpha` must be a non-negative number (paper: 0.6). "
                 f"Received: alpha={alpha!r}"
             )
-        if not _is_int(length_offset) or length_offset < 0:
+        if not is_integer(length_offset) or length_offset < 0:
             raise ValueError(
                 "`length_offset` must be a non-negative integer. "
                 f"Received: length_offset={length_offset!r}"
@@ -550,13 +549,8 @@ def transformer_beam_search(
     )
 
 
-def _is_int(value):
-    """An integer, numpy's included; not a bool."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _check_parallel_searches(value):
-    if not _is_int(value) or value < 1:
+    if not is_integer(value) or value < 1:
         raise ValueError(
             "`parallel_searches` must be a positive integer (1 searches the "
             f"whole batch at once). Received: parallel_searches={value!r}"

@@ -5,15 +5,15 @@ own argument, rather than a later error from a sublayer or from TensorFlow.
 """
 
 import math
-import numbers
+
+from keras_transformer.checks import is_integer, is_real
 
 
 def check_positive_int(name, value):
     """Returns `value` as an int; raises a ValueError unless it is an integer
     >= 1. numpy integers pass and come back as Python ints, so that the
     layer's `get_config` stays JSON-serializable; bools and floats fail."""
-    valid = isinstance(value, numbers.Integral) and not isinstance(value, bool)
-    if not valid or value < 1:
+    if not is_integer(value) or value < 1:
         raise ValueError(
             f"`{name}` must be a positive integer. Received: {name}={value!r}"
         )
@@ -23,8 +23,7 @@ def check_positive_int(name, value):
 def check_positive_number(name, value):
     """Returns `value` as a float; raises a ValueError unless it is a finite
     real number > 0 (not a bool, a string, NaN or infinity)."""
-    valid = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    if not valid or not (math.isfinite(value) and value > 0):
+    if not is_real(value) or not (math.isfinite(value) and value > 0):
         raise ValueError(
             f"`{name}` must be a positive finite number. Received: {name}={value!r}"
         )
@@ -35,8 +34,7 @@ def check_rate(name, value):
     """Returns `value` as a float; raises a ValueError unless it is a dropout
     rate in [0, 1): the layers that own a `Dropout` check their own argument,
     as Keras's message would name the dropout layer's `rate` instead."""
-    valid = isinstance(value, numbers.Real) and not isinstance(value, bool)
-    if not valid or not 0 <= value < 1:
+    if not is_real(value) or not 0 <= value < 1:
         raise ValueError(
             f"`{name}` must be a number in [0, 1) (the fraction of units "
             f"dropped; 0 disables dropout). Received: {name}={value!r}"

@@ -3,10 +3,11 @@ any data is read, and the record of settings a rerun must keep."""
 
 import json
 import math
-import numbers
 import os
 
 from absl import logging
+
+from keras_transformer.checks import is_integer, is_real
 
 # The smallest vocabulary `tokenizer.train_subword_vocab` accepts: 4 special
 # ids, sentencepiece's 256 byte-fallback pieces and one character (a text
@@ -63,16 +64,12 @@ def check_run_settings(
         ("bleu_every_steps", bleu_every_steps, 0),
         ("bleu_max_sentences", bleu_max_sentences, 0),
     ):
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, numbers.Integral)
-            or value < minimum
-        ):
+        if not is_integer(value) or value < minimum:
             raise ValueError(
                 f"`{name}` must be an integer >= {minimum}. Received: {name}={value!r}"
             )
     if not (
-        isinstance(learning_rate_scale, numbers.Real)
+        is_real(learning_rate_scale)
         and math.isfinite(learning_rate_scale)
         and learning_rate_scale > 0
     ):
@@ -81,11 +78,7 @@ def check_run_settings(
             "multiplies the learning rate. "
             f"Received: learning_rate_scale={learning_rate_scale!r}"
         )
-    if (
-        isinstance(seed, bool)
-        or not isinstance(seed, numbers.Integral)
-        or not 0 <= seed <= MAX_SEED
-    ):
+    if not is_integer(seed) or not 0 <= seed <= MAX_SEED:
         raise ValueError(
             f"`seed` must be an integer from 0 to 2**32 - 1 ({MAX_SEED}), as "
             f"numpy's seeds are. Received: seed={seed!r}"
@@ -130,7 +123,7 @@ def check_batch_tokens(batch_tokens: int, max_length: int, replicas: int = 1):
     """
     # numpy integers too (as `batching.token_batches` takes them); a float
     # or a string would fail only once the data is read, or in a traceback.
-    if isinstance(batch_tokens, bool) or not isinstance(batch_tokens, numbers.Integral):
+    if not is_integer(batch_tokens):
         raise ValueError(
             "`batch_tokens` must be an integer (the token budget of a step). "
             f"Received: batch_tokens={batch_tokens!r}"

@@ -1,10 +1,11 @@
 """The learning-rate schedule of section 5.3."""
 
 import math
-import numbers
 
 import keras
 from keras import ops
+
+from keras_transformer.checks import is_integer, is_real
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -33,21 +34,12 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         super().__init__()
         for name, value in (("d_model", d_model), ("warmup_steps", warmup_steps)):
             # numpy integers pass (e.g. a config read with numpy); bools do not.
-            if (
-                not isinstance(value, numbers.Integral)
-                or isinstance(value, bool)
-                or value < 1
-            ):
+            if not is_integer(value) or value < 1:
                 raise ValueError(
                     f"`{name}` must be a positive integer. Received: {name}={value!r}"
                 )
         # A NaN or infinite factor would make every update NaN, silently.
-        if (
-            not isinstance(scale, numbers.Real)
-            or isinstance(scale, bool)
-            or not math.isfinite(scale)
-            or scale <= 0
-        ):
+        if not is_real(scale) or not math.isfinite(scale) or scale <= 0:
             raise ValueError(
                 f"`scale` must be a finite positive number. Received: scale={scale!r}"
             )

@@ -400,6 +400,7 @@ class TrainerTest(TestCase):
             ({"keep_checkpoints": 0}, "keep_checkpoints=0"),
             ({"warmup_steps": 0}, "warmup_steps=0"),
             ({"learning_rate_scale": float("nan")}, "learning_rate_scale=nan"),
+            ({"learning_rate_scale": True}, "learning_rate_scale=True"),
             ({"seed": -1}, "from 0 to 2\\*\\*32 - 1.*seed=-1"),
             ({"bleu_max_sentences": -1}, "bleu_max_sentences=-1"),
             ({"mixed_precision": "fp16"}, "mixed_precision='fp16'"),
