@@ -4,8 +4,8 @@ python benchmarks/train_step.py --config=small [--jit_compile] [--steps=3]
     [--gradient_accumulation_steps=N]
 
 `step_s` lists the timed steps in order: the peer harness times steps 2 and 3
-of a fresh process, and step 2 can still page in new memory (README,
-Performance).
+of a fresh process, and step 2 can still page in new memory
+(benchmarks/PERFORMANCE.md).
 """
 
 import json

@@ -96,9 +96,9 @@ def define_flags(flag_values=FLAGS):
     flags.DEFINE_bool(
         "jit_compile",
         False,
-        "Decode with XLA (on CPU ~2x faster for batches of 1-8 at TensorFlow's default "
-        "threads; against the stock export served with one intra-op thread, only for "
-        "single sentences: export/README.md). TF Serving then needs "
+        "Decode with XLA (on CPU faster only for single sentences; from 8 sentences on "
+        "slower than the stock export served with one intra-op thread: "
+        "export/README.md). TF Serving then needs "
         "--xla_cpu_compilation_enabled=true on CPU; stock settings reject it.",
         flag_values=flag_values,
     )

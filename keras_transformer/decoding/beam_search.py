@@ -547,8 +547,11 @@ def decoding_loop(cond, body, loop_vars, shape_invariants):
     runs its ops in order on the loop's own thread; every op still uses the
     intra-op thread pool. Only the side-by-side running of independent ops
     within one step is given up, and the parallel searches of `Translator`
-    keep both cores busy instead. Same ops, same results (README,
-    Performance).
+    keep both cores busy instead. Same ops, same results. Grappler does not
+    optimize a functional `While`'s body, so its fusions (a projection's
+    bias add into its matmul) are not made there; they are worth under 1 %
+    of a step, and a nested function call that Grappler would optimize
+    costs more (benchmarks/PERFORMANCE.md, Levers).
 
     Eagerly or under XLA (which compiles the loop) it is `tf.while_loop`.
 

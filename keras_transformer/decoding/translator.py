@@ -96,11 +96,11 @@ class Translator(tf.Module):
         length_offset: default output length allowance beyond the input
             length (paper: 50).
         jit_compile: run the encoder and beam search as one XLA program
-            (on CPU ~1.8-2x faster at batches of 1-8 sentences, no faster
-            at 32; see the README's performance section). Batches are
-            padded to a power of two and lengths to multiples of 16, and
-            XLA compiles once per such shape. A
-            SavedModel of it needs XLA at serving time: TF Serving's
+            (on CPU faster only for single sentences, slower than the
+            stock graph from 8 sentences on; README, Performance).
+            Batches are padded to a power of two and lengths to multiples
+            of 16, and XLA compiles once per such shape. A SavedModel of
+            it needs XLA at serving time: TF Serving's
             `--xla_cpu_compilation_enabled=true` on CPU.
         parallel_searches: without `jit_compile`, the batch is split into
             this many parts searched side by side (same results); 1 runs

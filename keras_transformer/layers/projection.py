@@ -45,7 +45,7 @@ def project(inputs, kernel, bias=None, training=False):
 # At a decoding step's few rows, oneDNN's matmul reads its right operand row by
 # row, and rows a multiple of 2 KiB apart fall on the same L1 cache sets: at 64
 # rows and one thread, [512, 512] ran at 56-63 GFLOP/s and [512, 528] at 87-93,
-# [256, 1024] at 39 and [256, 1040] at 85 (README, Performance).
+# [256, 1024] at 39 and [256, 1040] at 85 (benchmarks/PERFORMANCE.md).
 _ALIASING_ROW_BYTES = 2048
 _CACHE_LINE_BYTES = 64
 

@@ -114,7 +114,7 @@ def compile_for_training(
         # starts (Keras builds them then, or while tracing it without a
         # strategy): the base model's first step takes ~10 s instead of ~17,
         # and its memory peak is already the steady one, so the second step
-        # pages in less new memory (README, Performance).
+        # pages in less new memory (benchmarks/PERFORMANCE.md).
         model.optimizer.build(model.trainable_variables)
     return model
 
