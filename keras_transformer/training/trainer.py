@@ -382,6 +382,9 @@ def run_training(
         steps_per_epoch=steps_per_checkpoint,
         callbacks=run_callbacks,
         verbose=verbose,
+        # The pipeline shuffles (seeded, per epoch). Keras ignores `shuffle`
+        # for a dataset but warns about its default, True.
+        shuffle=False,
     )
     step = callbacks_lib.current_step(model)
     if nan_stop.nan_step is not None:

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import warnings
 from unittest import mock
 
 import keras
@@ -450,7 +451,14 @@ class TrainerTest(TestCase):
 
     def test_a_rerun_with_another_checkpoint_interval_fails_clearly(self):
         folder = fixtures.tempdir(self)
-        first = self.run_training(folder, train_steps=3, steps_per_checkpoint=3)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            first = self.run_training(folder, train_steps=3, steps_per_checkpoint=3)
+        # Nor does a run warn of what it does on purpose (Keras's default
+        # `fit(shuffle=True)` on a dataset that the pipeline shuffles).
+        self.assertEqual(
+            [str(w.message) for w in caught if "shuffle" in str(w.message)], []
+        )
         # Resumed at step 3, intervals of 2 would end at 5, 7...: past
         # train_steps, and never where the backup may move.
         with self.assertRaisesRegex(
