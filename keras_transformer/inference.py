@@ -9,8 +9,6 @@ model directory of numbered versions (the highest is used).
 import os
 
 import tensorflow as tf
-from google.protobuf import message
-from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_transformer import serving
 from keras_transformer.decoding import translator as translator_lib
@@ -64,25 +62,15 @@ def search_settings(export: str) -> tuple[int, bool]:
 
     The searches are the beam-search loops (`While` ops) of its largest
     function; XLA shows as a function marked `_XlaMustCompile`. Reads
-    `saved_model.pb` as a protocol buffer, so TensorFlow's runtime does not
-    start (its thread settings stay open).
+    `saved_model.pb` as a protocol buffer (`serving.read_saved_model`), so
+    TensorFlow's runtime does not start (its thread settings stay open).
 
     Raises:
         ValueError: if `saved_model.pb` is not a SavedModel.
     """
-    saved_model = saved_model_pb2.SavedModel()
-    path = os.path.join(export, "saved_model.pb")
-    with tf.io.gfile.GFile(path, "rb") as file:
-        try:
-            saved_model.ParseFromString(file.read())
-        except message.DecodeError:
-            raise ValueError(
-                "The file is not a SavedModel (damaged, or not written by "
-                f"tf.saved_model.save); export it again. Received: {path}"
-            ) from None
     functions = [
         function
-        for graph in saved_model.meta_graphs
+        for graph in serving.read_saved_model(export).meta_graphs
         for function in graph.graph_def.library.function
     ]
     searches = max(

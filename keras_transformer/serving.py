@@ -7,6 +7,8 @@ import zipfile
 
 import keras
 import tensorflow as tf
+from google.protobuf import message
+from tensorflow.core.protobuf import saved_model_pb2
 
 from keras_transformer.checks import is_integer
 from keras_transformer.model import Transformer
@@ -137,15 +139,59 @@ def export_translator(translator, path: str, overwrite: bool = False) -> str:
     return path
 
 
+def read_saved_model(path: str):
+    """The `saved_model.pb` of the SavedModel directory `path`, as a protocol
+    buffer (TensorFlow's runtime does not start, so its thread settings stay
+    open).
+
+    Raises:
+        ValueError: if `saved_model.pb` is not a SavedModel.
+    """
+    saved_model = saved_model_pb2.SavedModel()
+    file_path = os.path.join(path, "saved_model.pb")
+    with tf.io.gfile.GFile(file_path, "rb") as file:
+        try:
+            saved_model.ParseFromString(file.read())
+        except message.DecodeError:
+            raise ValueError(
+                "The file is not a SavedModel (damaged, or not written by "
+                f"tf.saved_model.save); export it again. Received: {file_path}"
+            ) from None
+    return saved_model
+
+
+def needs_tensorflow_text(path: str) -> bool:
+    """Whether the SavedModel at `path` uses ops that TensorFlow itself lacks
+    (its tokenizer's sentencepiece ops: every `Translator` export), which
+    `tensorflow_text` registers.
+
+    Raises:
+        ValueError: if `saved_model.pb` is not a SavedModel.
+    """
+    return any(
+        not hasattr(tf.raw_ops, op.name)
+        for graph in read_saved_model(path).meta_graphs
+        for op in graph.meta_info_def.stripped_op_list.op
+    )
+
+
 def load_exported(path: str):
-    """Loads an exported SavedModel (registers the tensorflow-text ops).
+    """Loads an exported SavedModel, with the tensorflow-text ops it uses.
+
+    `tensorflow_text` (~116 MiB of resident libraries) is imported only for
+    a SavedModel with ops TensorFlow lacks: a `Translator` export has them,
+    an ids-only one (the benchmarks' decoder) does not.
 
     Returns:
         The loaded object; `.signatures[name]` are the serving signatures
         and `.translate`, `.translate_ids`, `.translate_with_options` the
         functions.
+
+    Raises:
+        ValueError: if `saved_model.pb` is not a SavedModel.
     """
-    import tensorflow_text  # noqa: F401  (registers the sentencepiece ops)
+    if needs_tensorflow_text(path):
+        import tensorflow_text  # noqa: F401  (registers the sentencepiece ops)
 
     return tf.saved_model.load(path)
 

@@ -262,6 +262,23 @@ class ExportTest(TestCase):
         text = loaded.translate(tf.constant(SENTENCES))
         self.assertAllClose(text["scores"], self.expected["scores"])
 
+    def test_tensorflow_text_is_loaded_only_for_exports_that_use_it(self):
+        ids_only = tf.Module()
+        ids_only.search = tf.function(
+            lambda ids: {"ids": ids + 1},
+            input_signature=[tf.TensorSpec([None, None], tf.int32)],
+        )
+        path = os.path.join(fixtures.tempdir(self), "1")
+        tf.saved_model.save(ids_only, path)
+        self.assertTrue(serving.needs_tensorflow_text(self.path))
+        self.assertFalse(serving.needs_tensorflow_text(path))
+        # A `None` module makes `import tensorflow_text` fail.
+        with mock.patch.dict(sys.modules, {"tensorflow_text": None}):
+            loaded = serving.load_exported(path)
+            with self.assertRaises(ImportError):
+                serving.load_exported(self.path)
+        self.assertAllEqual(loaded.search(tf.constant([[3, 4]]))["ids"], [[4, 5]])
+
     def test_existing_version_is_not_overwritten(self):
         with self.assertRaisesRegex(
             FileExistsError,
