@@ -23,7 +23,7 @@ from absl import app, flags
 # Runs as a script from any directory: the package is the repository root.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from keras_transformer import serving
+from keras_transformer import inference, serving
 from keras_transformer.commands import fail
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.decoding import translator as translator_lib
@@ -54,7 +54,9 @@ def define_flags(flag_values=FLAGS):
     flags.DEFINE_string(
         "vocab",
         None,
-        "Sentencepiece model; default: the first *.model in model_dir.",
+        "Sentencepiece model; default: the one beside the --checkpoint "
+        "files (as in their run's directory), else the first *.model in "
+        "model_dir.",
         flag_values=flag_values,
     )
     flags.DEFINE_string(
@@ -157,6 +159,54 @@ def _check_inputs_outside(path, inputs):
                 )
 
 
+def default_vocab(model_dir, checkpoints):
+    """The vocabulary of the exported model without --vocab: the one of the
+    checkpoints' training run, found beside them as `translate` finds it,
+    else the first `*.model` of `model_dir`.
+
+    Raises:
+        ValueError: if the checkpoints' vocabularies differ, or differ from
+            `model_dir`'s (checkpoints of another run than `model_dir`'s
+            would be exported with the wrong vocabulary, without a word),
+            or if there is neither a vocabulary beside the checkpoints nor
+            a `model_dir`.
+        FileNotFoundError: if `model_dir` holds no vocabulary.
+    """
+    beside = {}
+    for checkpoint in checkpoints:
+        try:
+            found = inference.vocab_beside(checkpoint, None)
+        except FileNotFoundError:
+            continue
+        beside.setdefault(os.path.realpath(found), (checkpoint, found))
+    if len(beside) > 1:
+        (first, one), (second, other) = list(beside.values())[:2]
+        raise ValueError(
+            "The checkpoints come with different vocabularies, so they are "
+            "of different runs; export checkpoints of one run, or pass "
+            f"--vocab PATH. Received: {first} beside {one}, {second} beside "
+            f"{other}"
+        )
+    if model_dir:
+        in_model_dir = serving.find_vocab(model_dir)
+        if beside and os.path.realpath(in_model_dir) not in beside:
+            checkpoint, found = next(iter(beside.values()))
+            raise ValueError(
+                "The checkpoint's training run has another vocabulary than "
+                "--model_dir; pass --vocab PATH to choose, or drop "
+                f"--model_dir. Received: checkpoint={checkpoint} (beside "
+                f"{found}), model_dir vocabulary={in_model_dir}"
+            )
+        return in_model_dir
+    if not beside:
+        raise ValueError(
+            "Pass --vocab PATH (the sentencepiece *.model file) or "
+            "--model_dir holding it; none is beside the checkpoints. "
+            "Received: vocab=None, model_dir=None"
+        )
+    return next(iter(beside.values()))[1]
+
+
 def export(
     model_dir,
     checkpoints,
@@ -200,13 +250,7 @@ def export(
         )
     path = serving.serving_path(export_dir, model_name, version)
     serving.check_export_path(path, overwrite)
-    if not vocab:
-        if not model_dir:
-            raise ValueError(
-                "Pass --vocab PATH (the sentencepiece *.model file) or "
-                "--model_dir holding it. Received: vocab=None, model_dir=None"
-            )
-        vocab = serving.find_vocab(model_dir)
+    vocab = vocab or default_vocab(model_dir, checkpoints)
     tokenizer = load_vocab(vocab)
     checkpoints = checkpoints or [os.path.join(model_dir, "model.keras")]
     for checkpoint in checkpoints:

@@ -88,12 +88,29 @@ def define_flags(flag_values=FLAGS):
     flags.mark_flag_as_required("model", flag_values=flag_values)
 
 
-def _trained_languages(model: str) -> tuple[dict, str] | None:
-    """The languages of the training run of `model`.
+def _run_folder(model: str) -> str | None:
+    """The training run directory of `model` (the one holding its settings
+    file): `model` if it is a directory, else beside the `.keras` file or,
+    for a checkpoint, one level up (`inference.model_folders`), where its
+    vocabulary is found too; None if there is none (e.g. an exported
+    SavedModel)."""
+    if os.path.isdir(model):
+        folders = [model]
+    elif os.path.isfile(model):
+        from keras_transformer import inference
 
-    Read from the run's settings file: in `model` if it is a directory,
-    else beside the `.keras` file or one level up
-    (`<model_dir>/checkpoints/`), where its vocabulary is found too.
+        folders = inference.model_folders(model)
+    else:  # Missing: `load_translator` says so.
+        return None
+    for folder in folders:
+        if os.path.isfile(os.path.join(folder, run_checks.SETTINGS_FILE)):
+            return folder
+    return None
+
+
+def _trained_languages(model: str) -> tuple[dict, str] | None:
+    """The languages of the training run of `model` (`_run_folder`), read
+    from its settings file.
 
     Returns:
         ({"src_lang": ..., "tgt_lang": ...}, the settings' directory), or
@@ -103,33 +120,45 @@ def _trained_languages(model: str) -> tuple[dict, str] | None:
     Raises:
         ValueError: if the settings file is not valid JSON.
     """
-    if os.path.isdir(model):
-        folders = [model]
-    elif os.path.isfile(model):
-        folder = os.path.dirname(os.path.abspath(model))
-        folders = [folder, os.path.dirname(folder)]
-    else:  # Missing: `load_translator` says so.
+    folder = _run_folder(model)
+    if folder is None:
         return None
-    for folder in folders:
-        path = os.path.join(folder, run_checks.SETTINGS_FILE)
-        if not os.path.isfile(path):
-            continue
-        with open(path, encoding="utf-8") as file:
-            try:
-                settings = json.load(file)
-            except json.JSONDecodeError as error:
-                raise ValueError(
-                    f"The training run's {run_checks.SETTINGS_FILE} is not "
-                    f"valid JSON ({error}); repair or delete it. Received: {path}"
-                ) from None
-        languages = {
-            name: settings[name]
-            for name in ("src_lang", "tgt_lang")
-            if name in settings
-        }
-        if len(languages) == 2:
-            return languages, folder
-    return None
+    path = os.path.join(folder, run_checks.SETTINGS_FILE)
+    with open(path, encoding="utf-8") as file:
+        try:
+            settings = json.load(file)
+        except json.JSONDecodeError as error:
+            raise ValueError(
+                f"The training run's {run_checks.SETTINGS_FILE} is not "
+                f"valid JSON ({error}); repair or delete it. Received: {path}"
+            ) from None
+    languages = {
+        name: settings[name] for name in ("src_lang", "tgt_lang") if name in settings
+    }
+    return (languages, folder) if len(languages) == 2 else None
+
+
+def _run_files(model: str) -> list[tuple[str, str, str]]:
+    """The files of `model`'s training run (`_run_folder`) that a rerun or
+    a resumption reads, as (flag, path, what): its settings, vocabulary and
+    models, and everything in its checkpoints, backup and logs folders (the
+    layout of `keras_transformer/training/trainer.py`)."""
+    folder = _run_folder(model)
+    if folder is None:
+        return []
+    files = []
+    for root, _, names in os.walk(folder):
+        relative = os.path.relpath(root, folder).split(os.sep)[0]
+        for name in names:
+            if relative in ("checkpoints", "backup", "logs") or (
+                relative == "."
+                and (
+                    name in (run_checks.SETTINGS_FILE, "model.keras")
+                    or name.startswith("vocab.")
+                )
+            ):
+                files.append(("model", os.path.join(root, name), "training run"))
+    return files
 
 
 def _languages(flag_values) -> tuple[str, str]:
@@ -206,9 +235,10 @@ def _model_files(model: str, vocab: str | None) -> list[tuple[str, str, str]]:
 
 def _check_output(flag_values, src_lang: str, tgt_lang: str) -> None:
     """Fails if `--output` is an input file, which writing it would destroy:
-    `--src`, `--ref`, a file of a `--data=text:` or `tsv:` test split, or a
+    `--src`, `--ref`, a file of a `--data=text:` or `tsv:` test split, a
     file of the model (its vocabulary too), which is read before the output
-    is opened.
+    is opened, or a file of its training run (`_run_files`), which a
+    resumption reads.
 
     Raises:
         ValueError: naming both paths.
@@ -229,6 +259,7 @@ def _check_output(flag_values, src_lang: str, tgt_lang: str) -> None:
         )
         inputs += [("data", path, f"{flag_values.split} split") for path in files]
     inputs += _model_files(flag_values.model, flag_values.vocab)
+    inputs += _run_files(flag_values.model)
     for name, path, what in inputs:
         if path and same_file(output, path):
             raise ValueError(

@@ -130,21 +130,61 @@ def set_decoding_threads(path: str, intra_op_threads: int | None = None) -> int:
     return threads
 
 
+def model_folders(keras_file: str) -> list[str]:
+    """Where the files of a `.keras` model's training run may be: its own
+    directory and, for a checkpoint (`<model_dir>/checkpoints/`, the
+    trainer's layout), the run's directory."""
+    folder = os.path.dirname(os.path.abspath(keras_file))
+    if os.path.basename(folder) == "checkpoints":
+        return [folder, os.path.dirname(folder)]
+    return [folder]
+
+
 def vocab_beside(checkpoint, vocab):
-    """The vocabulary for a `.keras` file: `vocab`, or a `*.model` file in
-    its directory or the one above (`<model_dir>/checkpoints/`)."""
+    """The vocabulary for a `.keras` file: `vocab`, or the first `*.model`
+    file in its directory, or for a checkpoint of a training run
+    (`<model_dir>/checkpoints/ckpt-<step>.keras`) in the run's directory.
+    No other directory is searched: a `*.model` file of an unrelated
+    directory above would translate silently wrong."""
     if vocab:
         return vocab
-    folder = os.path.dirname(os.path.abspath(checkpoint))
-    for candidate in (folder, os.path.dirname(folder)):
+    folders = model_folders(checkpoint)
+    for candidate in folders:
         try:
             return serving.find_vocab(candidate)
         except FileNotFoundError:
             continue
+    where = " or in its training run's directory" if len(folders) > 1 else ""
     raise FileNotFoundError(
-        "No sentencepiece `*.model` vocabulary beside the checkpoint or in "
-        f"its parent directory; pass --vocab PATH. Received: model={checkpoint}"
+        f"No sentencepiece `*.model` vocabulary beside the model{where}; "
+        f"pass --vocab PATH. Received: model={checkpoint}"
     )
+
+
+def _check_translation_signature(loaded, export: str) -> None:
+    """Fails unless `loaded` (the SavedModel at `export`) has a
+    `serving_default` signature taking `inputs`, a batch of strings, as
+    `export/export_model.py` writes it: another program's SavedModel gives
+    a KeyError or a TypeError traceback from TensorFlow otherwise."""
+    signatures = loaded.signatures
+    if serving.DEFAULT_SIGNATURE not in signatures:
+        raise ValueError(
+            f"The SavedModel has no `{serving.DEFAULT_SIGNATURE}` "
+            f"signature (it has: {', '.join(signatures) or 'none'}), "
+            "so it is not a translation export; pass one written by "
+            f"export/export_model.py. Received: model={export}"
+        )
+    inputs = signatures[serving.DEFAULT_SIGNATURE].structured_input_signature[1]
+    if set(inputs) != {"inputs"} or inputs["inputs"].dtype != tf.string:
+        taken = ", ".join(
+            f"{name} ({spec.dtype.name})" for name, spec in inputs.items()
+        )
+        raise ValueError(
+            f"The SavedModel's `{serving.DEFAULT_SIGNATURE}` signature takes "
+            f"{taken or 'nothing'}, not `inputs` (a batch of strings), so it "
+            "is not a translation export; pass one written by "
+            f"export/export_model.py. Received: model={export}"
+        )
 
 
 def load_translator(
@@ -182,14 +222,7 @@ def load_translator(
             )
         if export:
             loaded = serving.load_exported(export)
-            # Another program's SavedModel: a KeyError traceback otherwise.
-            if serving.DEFAULT_SIGNATURE not in loaded.signatures:
-                raise ValueError(
-                    f"The SavedModel has no `{serving.DEFAULT_SIGNATURE}` "
-                    f"signature (it has: {', '.join(loaded.signatures) or 'none'}), "
-                    "so it is not a translation export; pass one written by "
-                    f"export/export_model.py. Received: model={export}"
-                )
+            _check_translation_signature(loaded, export)
             return TextTranslator(
                 loaded.signatures[serving.DEFAULT_SIGNATURE],
                 f"SavedModel {export}",

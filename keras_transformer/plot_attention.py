@@ -50,8 +50,9 @@ def main(argv):
         tokenizer = SubwordTokenizer.from_file(
             inference.vocab_beside(path, FLAGS.vocab)
         )
-        # Checked before the slow part, so a bad --layer fails at once.
+        # Checked before the slow part, so a bad flag fails at once.
         attention.layer_number(model.config.num_layers, FLAGS.layer)
+        attention.check_output_dir(FLAGS.output_dir)
         maps = attention.attention_maps(model, tokenizer, FLAGS.sentence)
         for output in attention.save_layer_plots(maps, FLAGS.layer, FLAGS.output_dir):
             print(output)

@@ -1,6 +1,7 @@
 """SavedModel export of a `Translator` for TF Serving, and reload helpers."""
 
 import glob
+import json
 import os
 import re
 import zipfile
@@ -262,9 +263,18 @@ def load_model(path: str) -> Transformer:
     check_model_file(path)
     try:
         model = keras.saving.load_model(path, compile=False)
-    except zipfile.BadZipFile:
-        # Whole, but a member's bytes were changed (a bad CRC-32).
+    except (zipfile.BadZipFile, KeyError, json.JSONDecodeError):
+        # Whole, but a member's bytes were changed (a bad CRC-32), a member
+        # is missing (KeyError: config.json) or its JSON is broken.
         raise _damaged_model_file(path) from None
+    except ValueError as error:
+        # E.g. "Expected a model.weights.h5 or model.weights.npz file.",
+        # which names no file.
+        raise ValueError(
+            f"Keras cannot load the `.keras` file ({error}); pass a `.keras` "
+            "file written by training, or another checkpoint of the run. "
+            f"Received: path={path}"
+        ) from None
     if not isinstance(model, Transformer):
         raise TypeError(
             "The file must hold a keras_transformer Transformer (built by "

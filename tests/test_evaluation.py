@@ -270,6 +270,41 @@ class EvaluateCommandTest(TestCase):
             with open(path) as file:
                 self.assertEqual(file.read(), "model")
 
+    def test_output_must_not_be_a_file_of_the_training_run(self):
+        # A resumption reads them: overwriting settings.json broke the run.
+        data = [f"--src={self.src}", f"--ref={self.ref}"]
+        run_dir = self.model_dir
+        os.makedirs(os.path.join(run_dir, "backup"))
+        state = os.path.join(run_dir, "backup", "state.json")
+        settings = os.path.join(run_dir, run_checks.SETTINGS_FILE)
+        data_json = os.path.join(run_dir, "vocab.data.json")
+        for path in (state, data_json):
+            open(path, "w").close()
+        averaged = os.path.join(run_dir, "averaged.keras")
+        checkpoint = os.path.join(run_dir, "checkpoints", "ckpt-2.keras")
+        for model, output in (
+            (run_dir, settings),
+            (run_dir, state),
+            (run_dir, data_json),
+            (averaged, settings),
+            (averaged, checkpoint),
+            (checkpoint, settings),
+        ):
+            self.assert_one_line_error(
+                [f"--model={model}", *data, f"--output={output}"],
+                "`--output` must not be an input file: writing it would "
+                "overwrite the training run; choose another path. "
+                f"Received: output={output}, model={output}",
+            )
+        with open(settings) as file:
+            self.assertEqual(json.load(file)["src_lang"], "de")
+        # A new file beside the run's is fine: it fails later, on the
+        # empty model file, not on the output check.
+        status, stderr = run_main(
+            f"--model={run_dir}", *data, f"--output={run_dir}/hyps.en"
+        )
+        self.assertNotIn("--output", stderr)
+
     def test_test_set_flags_name_one_test_set(self):
         model = f"--model={self.model_dir}"
         src, ref = f"--src={self.src}", f"--ref={self.ref}"

@@ -117,6 +117,37 @@ class ExportBinaryTest(TestCase):
         ):
             export(model_dir=empty)
 
+    def test_vocabulary_of_the_checkpoints_run_is_the_default(self):
+        # Checkpoints of one run exported with --model_dir of another took
+        # that run's vocabulary without a word.
+        default_vocab = load_binary().default_vocab
+        root = fixtures.tempdir(self)
+        runs = {}
+        for name in ("a", "b"):
+            run_dir = os.path.join(root, name)
+            os.makedirs(os.path.join(run_dir, "checkpoints"))
+            vocab = os.path.join(run_dir, f"{name}.model")
+            shutil.copy(fixtures.model_path(), vocab)
+            runs[name] = (run_dir, vocab)
+        checkpoint = os.path.join(runs["a"][0], "checkpoints", "ckpt-2.keras")
+        other = os.path.join(runs["b"][0], "checkpoints", "ckpt-2.keras")
+        self.assertEqual(default_vocab(None, [checkpoint]), runs["a"][1])
+        self.assertEqual(default_vocab(runs["a"][0], [checkpoint]), runs["a"][1])
+        self.assertEqual(default_vocab(runs["b"][0], []), runs["b"][1])
+        with self.assertRaisesRegex(
+            ValueError,
+            re.escape(
+                "another vocabulary than --model_dir; pass --vocab PATH to "
+                f"choose, or drop --model_dir. Received: checkpoint={checkpoint} "
+                f"(beside {runs['a'][1]}), model_dir vocabulary={runs['b'][1]}"
+            ),
+        ):
+            default_vocab(runs["b"][0], [checkpoint])
+        with self.assertRaisesRegex(
+            ValueError, "different vocabularies, so they are of different runs"
+        ):
+            default_vocab(None, [checkpoint, other])
+
     def test_missing_model_file_is_named(self):
         model_dir = fixtures.tempdir(self)
         shutil.copy(fixtures.model_path(), os.path.join(model_dir, "v.model"))

@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import zipfile
 from unittest import mock
 
 import keras
@@ -387,6 +388,61 @@ class ServingHelpersTest(TestCase):
         with self.assertRaisesRegex(ValueError, "is damaged.*ckpt-5.keras"):
             averaging.average_models([path])
 
+    def test_archive_without_a_members_file_is_named(self):
+        # A whole zip archive missing config.json gave a KeyError traceback;
+        # one missing the weights, a message naming no file.
+        folder = fixtures.tempdir(self)
+        path = os.path.join(folder, "model.keras")
+        keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)]).save(path)
+        with zipfile.ZipFile(path) as archive:
+            members = {name: archive.read(name) for name in archive.namelist()}
+        for drop, message in (
+            ("config.json", "The `.keras` file is damaged"),
+            ("model.weights.h5", "Keras cannot load the `.keras` file (Expected"),
+        ):
+            broken = os.path.join(folder, f"without-{drop}.keras")
+            with zipfile.ZipFile(broken, "w") as archive:
+                for name, data in members.items():
+                    if name != drop:
+                        archive.writestr(name, data)
+            with self.assertRaisesRegex(
+                ValueError, re.escape(message) + f".*Received: path={broken}$"
+            ):
+                serving.load_model(broken)
+        broken = os.path.join(folder, "bad-json.keras")
+        with zipfile.ZipFile(broken, "w") as archive:
+            for name, data in members.items():
+                archive.writestr(name, b"{not json" if name == "config.json" else data)
+        with self.assertRaisesRegex(ValueError, "is damaged.*bad-json.keras$"):
+            serving.load_model(broken)
+
+    def test_vocab_beside_looks_one_level_up_only_from_checkpoints(self):
+        # A run without a vocabulary took an unrelated *.model from the
+        # directory above it, and translated wrong without a word.
+        root = fixtures.tempdir(self)
+        run_dir = os.path.join(root, "run")
+        os.makedirs(os.path.join(run_dir, "checkpoints"))
+        fixtures.write(os.path.join(root, "other.model"), "x")
+        model = os.path.join(run_dir, "model.keras")
+        checkpoint = os.path.join(run_dir, "checkpoints", "ckpt-2.keras")
+        with self.assertRaisesRegex(
+            FileNotFoundError,
+            re.escape(
+                "No sentencepiece `*.model` vocabulary beside the model; pass "
+                f"--vocab PATH. Received: model={model}"
+            ),
+        ):
+            inference.vocab_beside(model, None)
+        with self.assertRaisesRegex(
+            FileNotFoundError, "or in its training run's directory; pass"
+        ):
+            inference.vocab_beside(checkpoint, None)
+        vocab = os.path.join(run_dir, "vocab.model")
+        fixtures.write(vocab, "x")
+        self.assertEqual(inference.vocab_beside(model, None), vocab)
+        self.assertEqual(inference.vocab_beside(checkpoint, None), vocab)
+        self.assertEqual(inference.vocab_beside(model, "v.model"), "v.model")
+
     def test_saved_model_without_the_signature_is_named(self):
         # Another program's SavedModel: a KeyError traceback before.
         module = tf.Module()
@@ -404,6 +460,20 @@ class ServingHelpersTest(TestCase):
             ),
         ):
             inference.load_translator(os.path.dirname(path))
+        # A `serving_default` that takes no strings: a TypeError traceback
+        # from TensorFlow before.
+        other = os.path.join(fixtures.tempdir(self), "1")
+        tf.saved_model.save(module, other, signatures={"serving_default": module.f})
+        with self.assertRaisesRegex(
+            ValueError,
+            re.escape(
+                "The SavedModel's `serving_default` signature takes x (float32), "
+                "not `inputs` (a batch of strings), so it is not a translation "
+                "export; pass one written by export/export_model.py. "
+                f"Received: model={other}"
+            ),
+        ):
+            inference.load_translator(other)
         # An export holds its tokenizer: a --vocab would be ignored.
         with self.assertRaisesRegex(
             ValueError, f"drop --vocab .*Received: model={path}, vocab=v.model$"

@@ -185,6 +185,21 @@ def plot_heads(maps: AttentionMaps, kind: str, layer: int, path: str):
     return figure
 
 
+def check_output_dir(output_dir: str) -> None:
+    """Fails if `output_dir` exists as something other than a directory
+    (`os.makedirs` would say only "File exists").
+
+    Raises:
+        ValueError: naming the path.
+    """
+    if os.path.exists(output_dir) and not os.path.isdir(output_dir):
+        raise ValueError(
+            "The output directory names an existing file, not a directory; "
+            "pass a directory (it is created if missing). "
+            f"Received: output_dir={output_dir}"
+        )
+
+
 def save_layer_plots(maps: AttentionMaps, layer: int, output_dir: str) -> list:
     """Saves the plots of every kind of attention of one layer.
 
@@ -199,9 +214,11 @@ def save_layer_plots(maps: AttentionMaps, layer: int, output_dir: str) -> list:
         number from 1 that the figures' titles show.
 
     Raises:
-        ValueError: for a layer out of range (before anything is written).
+        ValueError: for a layer out of range or an `output_dir` that is a
+            file (before anything is written).
     """
     number = layer_number(len(maps.encoder), layer)
+    check_output_dir(output_dir)
     os.makedirs(output_dir, exist_ok=True)
     paths = []
     for kind in KINDS:

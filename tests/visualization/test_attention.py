@@ -108,6 +108,15 @@ class AttentionMapsTest(TestCase):
         with self.assertRaisesRegex(ValueError, "Received: layer=0"):
             attention.save_layer_plots(self.maps, 0, folder)
         self.assertFalse(os.path.exists(folder))  # nothing written
+        fixtures.write(folder, "not a folder")
+        with self.assertRaisesRegex(
+            ValueError,
+            re.escape(
+                "names an existing file, not a directory; pass a directory "
+                f"(it is created if missing). Received: output_dir={folder}"
+            ),
+        ):
+            attention.save_layer_plots(self.maps, 1, folder)
 
     def test_empty_and_overlong_sentences_are_refused(self):
         # Nothing to translate, or more tokens than the model has positions
