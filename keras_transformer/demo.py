@@ -11,22 +11,48 @@ Rerunning resumes (or, when finished, reuses) the training in `model_dir`.
 import dataclasses
 import json
 import os
-import sys
 
 from absl import app, flags
 
+from keras_transformer.commands import fail
+from keras_transformer.training.run_checks import MAX_SEED
+
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", "runs/demo", "Training output directory.")
-flags.DEFINE_string(
-    "export_dir", None, "TF Serving base directory (default: <model_dir>/export)."
-)
-flags.DEFINE_integer("train_steps", 1200, "Optimizer steps.", lower_bound=1)
-flags.DEFINE_integer(
-    "steps_per_checkpoint", 200, "Steps between checkpoints.", lower_bound=1
-)
-flags.DEFINE_integer("batch_tokens", 2048, "Tokens per batch and side.", lower_bound=1)
-flags.DEFINE_integer("warmup_steps", 600, "Learning-rate warmup steps.", lower_bound=1)
-flags.DEFINE_integer("seed", 0, "Random seed.")
+
+
+def define_flags(flag_values=FLAGS):
+    """Defines the demo flags on `flag_values`."""
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_string("model_dir", "runs/demo", "Training output directory.", **fv)
+    flags.DEFINE_string(
+        "export_dir",
+        None,
+        "TF Serving base directory (default: <model_dir>/export).",
+        **fv,
+    )
+    flags.DEFINE_integer("train_steps", 1200, "Optimizer steps.", lower_bound=1, **fv)
+    flags.DEFINE_integer(
+        "steps_per_checkpoint",
+        200,
+        "Steps between checkpoints.",
+        lower_bound=1,
+        **fv,
+    )
+    flags.DEFINE_integer(
+        "batch_tokens", 2048, "Tokens per batch and side.", lower_bound=1, **fv
+    )
+    flags.DEFINE_integer(
+        "warmup_steps", 600, "Learning-rate warmup steps.", lower_bound=1, **fv
+    )
+    flags.DEFINE_integer(
+        "seed",
+        0,
+        "Random seed, 0 to 2**32 - 1 (numpy's).",
+        lower_bound=0,
+        upper_bound=MAX_SEED,
+        **fv,
+    )
+
 
 EXAMPLES = [
     "The queen works on the seventeenth of November.",
@@ -118,20 +144,31 @@ def run_demo(
     return summary
 
 
-def main(argv):
+def main(argv, flag_values=FLAGS):
+    """Runs the demo as the flags say; returns the exit status.
+
+    Returns:
+        0 after the demo; 1 after a user error, printed as one line (as by
+        train.py), or if the export translates otherwise than Python.
+    """
     from keras_transformer.data import pipeline
+    from keras_transformer.training import trainer
 
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    summary = run_demo(
-        FLAGS.model_dir,
-        FLAGS.export_dir,
-        FLAGS.train_steps,
-        FLAGS.steps_per_checkpoint,
-        FLAGS.batch_tokens,
-        FLAGS.warmup_steps,
-        FLAGS.seed,
-    )
+    try:
+        summary = run_demo(
+            flag_values.model_dir,
+            flag_values.export_dir,
+            flag_values.train_steps,
+            flag_values.steps_per_checkpoint,
+            flag_values.batch_tokens,
+            flag_values.warmup_steps,
+            flag_values.seed,
+        )
+    except trainer.USER_ERRORS as error:
+        # As train.py: one line, no TensorFlow traceback.
+        return fail("demo", error)
     print("\nTranslations through the exported SavedModel:")
     for source, target in summary["examples"].items():
         print(f"  {source}\n  -> {target}")
@@ -151,5 +188,11 @@ def main(argv):
     return 0 if summary["export_equals_python"] else 1
 
 
+def run():
+    """Entry point of `python -m keras_transformer.demo`."""
+    define_flags()
+    app.run(main)
+
+
 if __name__ == "__main__":
-    sys.exit(app.run(main))
+    run()

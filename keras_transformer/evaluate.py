@@ -85,6 +85,8 @@ def define_flags(flag_values=FLAGS):
     )
     flags.DEFINE_integer("batch_size", 32, "Sentences per batch.", lower_bound=1, **fv)
     define_threads_flag(flag_values)
+    # Defined in keras_transformer.commands: listed by --help only as key.
+    flags.declare_key_flag("intra_op_threads", flag_values=flag_values)
     flags.mark_flag_as_required("model", flag_values=flag_values)
 
 
@@ -118,20 +120,12 @@ def _trained_languages(model: str) -> tuple[dict, str] | None:
         without languages in it.
 
     Raises:
-        ValueError: if the settings file is not valid JSON.
+        ValueError: if the settings file is not a JSON object.
     """
     folder = _run_folder(model)
     if folder is None:
         return None
-    path = os.path.join(folder, run_checks.SETTINGS_FILE)
-    with open(path, encoding="utf-8") as file:
-        try:
-            settings = json.load(file)
-        except json.JSONDecodeError as error:
-            raise ValueError(
-                f"The training run's {run_checks.SETTINGS_FILE} is not "
-                f"valid JSON ({error}); repair or delete it. Received: {path}"
-            ) from None
+    settings = run_checks.read_settings(folder)
     languages = {
         name: settings[name] for name in ("src_lang", "tgt_lang") if name in settings
     }

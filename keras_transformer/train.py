@@ -11,10 +11,10 @@ e.g. `--override=dropout=0.3,num_layers=4`.
 
 import dataclasses
 import math
-import sys
 
 from absl import app, flags
 
+from keras_transformer.commands import fail
 from keras_transformer.config import PRESETS, TransformerConfig
 from keras_transformer.training import distribution, run_checks, trainer
 
@@ -128,7 +128,14 @@ def define_flags(flag_values=FLAGS):
         "strategy",
         "default",
         distribution.STRATEGIES,
-        "tf.distribute strategy; multi_worker reads TF_CONFIG.",
+        "tf.distribute strategy; multi_worker reads TF_CONFIG, tpu needs --tpu.",
+        **fv,
+    )
+    flags.DEFINE_string(
+        "tpu",
+        None,
+        "The TPU of --strategy=tpu (required with it): its name, a "
+        "grpc://IP:8470 address, or 'local' on a TPU VM.",
         **fv,
     )
     flags.DEFINE_integer(
@@ -295,15 +302,15 @@ def main(argv, flag_values=FLAGS):
             bleu_max_sentences=flag_values.bleu_max_sentences,
             strategy=flag_values.strategy,
             num_gpus=flag_values.num_gpus,
+            tpu_address=flag_values.tpu,
             mixed_precision=flag_values.mixed_precision,
             jit_compile=flag_values.jit_compile,
             seed=flag_values.seed,
             data_dir=flag_values.data_dir,
         )
-    except (ValueError, FileNotFoundError, FloatingPointError) as error:
+    except trainer.USER_ERRORS as error:
         # User errors: one line, no TensorFlow traceback.
-        print(f"train.py: error: {error}", file=sys.stderr)
-        return 1
+        return fail("train.py", error)
     print(f"Training data: {result.data_stats.describe()}")
     print(f"Trained to step {result.step}: {result.model_path}")
     if result.dev_bleu is not None:
@@ -313,7 +320,8 @@ def main(argv, flag_values=FLAGS):
 
 
 def run():
-    """Entry point of `python -m keras_transformer.train` and `train.py`."""
+    """Entry point of `python -m keras_transformer.train` (`train.py` runs
+    `define_flags` and `main` itself, to list the flags in its --help)."""
     define_flags()
     app.run(main)
 

@@ -33,6 +33,8 @@ flags.DEFINE_string(
 )
 flags.DEFINE_integer("batch_size", 32, "Sentences per batch.", lower_bound=1)
 define_threads_flag()
+# Defined in keras_transformer.commands: listed by --help only as key.
+flags.declare_key_flag("intra_op_threads")
 flags.mark_flag_as_required("model")
 
 

@@ -10,8 +10,9 @@ import tempfile
 
 import pytest
 import sacrebleu
+from absl import flags
 
-from keras_transformer import serving, translate
+from keras_transformer import evaluate, serving, translate
 from keras_transformer.decoding.translator import Translator
 from tests.data import fixtures
 from tests.decoding.test_translator import tiny_model
@@ -32,6 +33,18 @@ def run(module, *args, stdin=None, env=None):
         timeout=180,
         env=None if env is None else dict(os.environ, **env),
     )
+
+
+class TranslateFlagsTest(TestCase):
+    def test_help_lists_the_threads_flag(self):
+        # Defined in keras_transformer.commands: --help lists only the main
+        # module's key flags.
+        key_flags = flags.FLAGS.get_key_flags_for_module(translate)
+        self.assertIn("intra_op_threads", [flag.name for flag in key_flags])
+        flag_values = flags.FlagValues()
+        evaluate.define_flags(flag_values)
+        key_flags = flag_values.get_key_flags_for_module(evaluate)
+        self.assertIn("intra_op_threads", [flag.name for flag in key_flags])
 
 
 @pytest.mark.slow

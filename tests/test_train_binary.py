@@ -124,6 +124,21 @@ class TrainFlagsTest(TestCase):
                 "--dropout and --override=dropout=... disagree.*"
                 "Received: dropout=0.2, override=dropout=0.3",
             ),
+            (
+                [
+                    "--bleu_every_steps=2",
+                    "--bleu_max_sentences=0",
+                    "--train_steps=2",
+                    "--steps_per_checkpoint=2",
+                    f"--model_dir={run_dir}",
+                ],
+                "bleu_max_sentences=0 turns off",
+            ),
+            (
+                ["--strategy=tpu", f"--model_dir={run_dir}"],
+                "needs the TPU.*--tpu.*tpu_address=None",
+            ),
+            (["--tpu=local", f"--model_dir={run_dir}"], "tpu_address='local'"),
         ):
             with self.subTest(args=args):
                 status, stderr = run_main(*common, *args)
@@ -131,6 +146,36 @@ class TrainFlagsTest(TestCase):
                 self.assertRegex(stderr, f"^train.py: error: .*{message}")
                 self.assertEqual(stderr.count("\n"), 1)
                 self.assertFalse(os.path.exists(run_dir))
+
+    def test_settings_file_that_is_not_json_is_named(self):
+        model_dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, model_dir)
+        path = os.path.join(model_dir, "settings.json")
+        with open(path, "w") as file:
+            file.write("{")
+        status, stderr = run_main(
+            "--preset=tiny", "--data=demo", f"--model_dir={model_dir}"
+        )
+        self.assertEqual(status, 1)
+        self.assertRegex(
+            stderr,
+            "^train.py: error: The training run's settings.json is not valid "
+            f"JSON .*; repair or delete it. Received: {path}\n$",
+        )
+
+    @pytest.mark.slow
+    def test_help_lists_the_training_flags(self):
+        # They are keras_transformer.train's, not train.py's own.
+        result = subprocess.run(
+            [sys.executable, "train.py", "--helpshort"],
+            check=False,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
+        for name in ("--preset", "--data", "--train_steps", "--strategy", "--tpu"):
+            self.assertIn(f"\n  {name}:", result.stdout)
 
     @pytest.mark.slow
     def test_bad_override_is_one_line_without_traceback(self):

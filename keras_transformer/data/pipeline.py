@@ -295,6 +295,29 @@ def make_eval_dataset(
     )
 
 
+def _corpus_record(spec: sources.DataSpec, languages: list[str]) -> dict:
+    """What a vocabulary records of its corpus, in JSON's form (lists for
+    tuples), to compare with a record read back."""
+    # Both sides make one shared vocabulary: the pair's direction does not
+    # matter.
+    record = {"data": dataclasses.asdict(spec), "languages": sorted(languages)}
+    return json.loads(json.dumps(record))
+
+
+def _absolute_record(record: dict) -> dict:
+    """`record` with the paths of its corpus absolute (an older record may
+    hold relative ones: resolved from the working directory, as
+    `absolute_data_spec` does), or as it is if it is not a record."""
+    try:
+        data = record["data"]
+        spec = sources.DataSpec(
+            data["kind"], data["location"], tuple(map(tuple, data["splits"]))
+        )
+        return _corpus_record(sources.absolute_data_spec(spec), record["languages"])
+    except (KeyError, TypeError, ValueError):
+        return record  # Unequal to any corpus: reported as another one.
+
+
 def load_or_train_tokenizer(
     spec: sources.DataSpec | str,
     model_path: str,
@@ -306,7 +329,8 @@ def load_or_train_tokenizer(
 ) -> tokenizer_lib.SubwordTokenizer:
     """Loads `model_path`, or learns it from both sides of the train split.
 
-    A learned vocabulary records its corpus in `PREFIX.data.json`; loading
+    A learned vocabulary records its corpus (its paths absolute, see
+    `sources.absolute_data_spec`) in `PREFIX.data.json`; loading
     it for another corpus or language pair (in either direction) fails; a
     vocabulary without that record, e.g. one made elsewhere, loads for any.
 
@@ -329,23 +353,14 @@ def load_or_train_tokenizer(
             and `train_subword_vocab`.
     """
     prefix, extension = os.path.splitext(model_path)
-    if isinstance(spec, str):
-        spec = sources.parse_data_spec(spec)
-    # Both sides make one shared vocabulary: the pair's direction does not
-    # matter. JSON's form (lists for tuples), to compare with the record.
-    corpus = json.loads(
-        json.dumps(
-            {
-                "data": dataclasses.asdict(spec),
-                "languages": sorted([src_lang, tgt_lang]),
-            }
-        )
-    )
+    # Absolute paths: the corpus, wherever the run is started from.
+    spec = sources.absolute_data_spec(spec)
+    corpus = _corpus_record(spec, [src_lang, tgt_lang])
     record_path = prefix + ".data.json"
     if tf.io.gfile.exists(model_path):
         if tf.io.gfile.exists(record_path):
             with tf.io.gfile.GFile(record_path) as f:
-                learned_from = json.load(f)
+                learned_from = _absolute_record(json.load(f))
             if learned_from != corpus:
                 raise ValueError(
                     f"{model_path} was learned from another corpus "

@@ -107,6 +107,49 @@ def parse_data_spec(spec: str) -> DataSpec:
     return DataSpec(kind, splits=tuple(splits))
 
 
+def absolute_data_spec(spec: DataSpec | str) -> DataSpec:
+    """`spec` with its local paths absolute and normalized: the form in
+    which a run records its corpus, to recognize it on a rerun.
+
+    A relative path names another corpus when run from another working
+    directory, and one corpus has many spellings (`text:c/../c/train`,
+    `text:/home/me/c/train`). Remote paths (`gs://...`) are kept as given.
+
+    Args:
+        spec: a `DataSpec` or a spec string (see `SPEC_FORMS`).
+
+    Returns:
+        The `DataSpec`, e.g. with location "/home/me/c/train" for
+        "text:c/train" in /home/me.
+
+    Raises:
+        ValueError: as `parse_data_spec`.
+    """
+    spec = parse_data_spec(spec) if isinstance(spec, str) else spec
+    if spec.kind not in ("text", "tsv"):
+        return spec
+    return dataclasses.replace(
+        spec,
+        location=spec.location and _absolute(spec.location),
+        splits=tuple((split, _absolute(path)) for split, path in spec.splits),
+    )
+
+
+def normalize_data_spec(spec: str) -> str:
+    """The spec string of `absolute_data_spec(spec)`, e.g.
+    "text:/home/me/c/train" for "text:c/../c/train" in /home/me."""
+    spec = absolute_data_spec(spec)
+    if spec.splits:
+        items = ",".join(f"{split}={path}" for split, path in spec.splits)
+        return f"{spec.kind}:{items}"
+    return f"{spec.kind}:{spec.location}" if spec.location else spec.kind
+
+
+def _absolute(path: str) -> str:
+    # abspath also normalizes ("c/../c" -> "c").
+    return path if "://" in path else os.path.abspath(path)
+
+
 def _spec_error(spec, detail=None):
     detail = f" ({detail})" if detail else ""
     return ValueError(

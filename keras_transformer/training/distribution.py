@@ -11,7 +11,7 @@ PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 def create_strategy(
-    name: str = "default", num_gpus: int = 0, tpu_address: str = ""
+    name: str = "default", num_gpus: int = 0, tpu_address: str | None = None
 ) -> tf.distribute.Strategy:
     """Builds the strategy that `model.fit` runs under.
 
@@ -23,14 +23,16 @@ def create_strategy(
             "tpu".
         num_gpus: GPUs to use with "mirrored" (0: all visible; when the
             machine has none, the CPU's logical devices).
-        tpu_address: TPU name or grpc address for "tpu" ("" = local).
+        tpu_address: the TPU of "tpu", which needs it: its name, a
+            "grpc://IP:8470" address, or "local" for a TPU VM's own.
 
     Returns:
         A `tf.distribute.Strategy`.
 
     Raises:
         ValueError: for an unknown name, more GPUs than visible, `num_gpus`
-            with a strategy other than "mirrored", or "multi_worker"
+            with a strategy other than "mirrored", `tpu_address` missing
+            with "tpu" or given with another strategy, or "multi_worker"
             without a valid `TF_CONFIG`.
     """
     if name not in STRATEGIES:
@@ -46,6 +48,20 @@ def create_strategy(
             "strategy='mirrored' (--strategy=mirrored) to use several, or "
             f"leave num_gpus at 0. Received: strategy={name!r}, "
             f"num_gpus={num_gpus}"
+        )
+    if name == "tpu" and not tpu_address:
+        # TensorFlow's own error names no argument to pass.
+        raise ValueError(
+            "strategy='tpu' needs the TPU to connect to: pass tpu_address "
+            "(--tpu), its name or grpc://IP:8470 address, or 'local' on a "
+            f"TPU VM. Received: strategy='tpu', tpu_address={tpu_address!r}"
+        )
+    if tpu_address and name != "tpu":
+        # The other strategies would ignore it.
+        raise ValueError(
+            "`tpu_address` is for strategy='tpu' only: pass strategy='tpu' "
+            "(--strategy=tpu) to train on that TPU, or no tpu_address. "
+            f"Received: strategy={name!r}, tpu_address={tpu_address!r}"
         )
     if name == "multi_worker":
         # Before anything initialises TensorFlow's runtime (even listing

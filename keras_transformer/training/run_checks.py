@@ -53,7 +53,8 @@ def check_run_settings(
     Each would otherwise fail only once the vocabulary is learned and the
     data read (`warmup_steps`, `keep_checkpoints`), deep inside numpy
     (`seed`), or not at all: a NaN `learning_rate_scale` trains to NaN, and
-    a negative `bleu_max_sentences` slices the dev set from its end.
+    a negative `bleu_max_sentences` slices the dev set from its end, and
+    `bleu_every_steps` with no `bleu_max_sentences` trains without BLEU.
 
     Raises:
         ValueError: naming the first bad value.
@@ -68,6 +69,14 @@ def check_run_settings(
             raise ValueError(
                 f"`{name}` must be an integer >= {minimum}. Received: {name}={value!r}"
             )
+    if bleu_every_steps and not bleu_max_sentences:
+        raise ValueError(
+            "`bleu_every_steps` asks for dev BLEU, which "
+            "bleu_max_sentences=0 turns off: pass a positive "
+            "bleu_max_sentences, or bleu_every_steps=0. "
+            f"Received: bleu_every_steps={bleu_every_steps}, "
+            f"bleu_max_sentences={bleu_max_sentences}"
+        )
     if not (
         is_real(learning_rate_scale)
         and math.isfinite(learning_rate_scale)
@@ -85,17 +94,28 @@ def check_run_settings(
         )
 
 
-def check_resume_step(start_step: int, steps_per_checkpoint: int) -> None:
-    """Fails unless a resumed run's step ends one of its checkpoint intervals.
+def check_resume_step(
+    start_step: int, steps_per_checkpoint: int, train_steps: int
+) -> None:
+    """Fails unless a resumed run can go on to `train_steps` from its step.
 
-    `fit` resumes at the interval `start_step // steps_per_checkpoint`: from
-    any other step it would run past `train_steps`, and no interval end
-    would fall on a multiple of `steps_per_checkpoint`, so the backup (the
-    resume point) would never move again.
+    A run past `train_steps` would train no step, yet report the later one
+    and save its model again. `fit` resumes at the interval
+    `start_step // steps_per_checkpoint`: from a step that does not end an
+    interval it would run past `train_steps`, and no interval end would
+    fall on a multiple of `steps_per_checkpoint`, so the backup (the resume
+    point) would never move again.
 
     Raises:
-        ValueError: naming both values.
+        ValueError: naming the values.
     """
+    if start_step > train_steps:
+        raise ValueError(
+            f"`train_steps` is below step {start_step}, where the run in "
+            "model_dir already is (training cannot go back): pass "
+            f"train_steps={start_step} to reuse the run, more to train on, "
+            f"or a new model_dir. Received: train_steps={train_steps}"
+        )
     if start_step % steps_per_checkpoint:
         raise ValueError(
             f"The run in model_dir stopped at step {start_step}, which is "
@@ -150,7 +170,38 @@ def check_batch_tokens(batch_tokens: int, max_length: int, replicas: int = 1):
         )
 
 
-def check_model_dir(model_dir: str, settings: dict) -> None:
+def read_settings(folder: str) -> dict | None:
+    """The settings that `save_settings` recorded in `folder`.
+
+    Returns:
+        The settings, or None if `folder` holds no settings file.
+
+    Raises:
+        ValueError: if the settings file is not a JSON object, naming it.
+    """
+    path = os.path.join(folder, SETTINGS_FILE)
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as file:
+            settings = json.load(file)
+    except ValueError as error:  # Not JSON, or not UTF-8.
+        raise ValueError(
+            f"The training run's {SETTINGS_FILE} is not valid JSON "
+            f"({error}); repair or delete it. Received: {path}"
+        ) from None
+    if not isinstance(settings, dict):
+        raise ValueError(
+            f"The training run's {SETTINGS_FILE} holds a JSON "
+            f"{type(settings).__name__}, not an object of settings; repair "
+            f"or delete it. Received: {path}"
+        )
+    return settings
+
+
+def check_model_dir(
+    model_dir: str, settings: dict, normalize: dict | None = None
+) -> None:
     """Creates `model_dir` unless it holds a run begun with other settings.
 
     A rerun resumes the run in `model_dir`, whose weights, optimizer state
@@ -161,10 +212,14 @@ def check_model_dir(model_dir: str, settings: dict) -> None:
         model_dir: the run's output directory.
         settings: what a rerun must keep, as JSON-able names and values
             (model config fields, data, languages, precision, seed).
+        normalize: functions by setting name that bring a recorded value to
+            the form of `settings` (e.g. an older run's relative path to
+            an absolute one), applied before comparing.
 
     Raises:
-        ValueError: if `model_dir` is a file or cannot be created, or if
-            its run has other settings (each named with both values).
+        ValueError: if `model_dir` is a file or cannot be created, if its
+            settings file is not a JSON object, or if its run has other
+            settings (each named with both values).
     """
     if os.path.isfile(model_dir):
         raise ValueError(
@@ -178,11 +233,12 @@ def check_model_dir(model_dir: str, settings: dict) -> None:
             f"`model_dir` cannot be created ({error.strerror}); choose "
             f"another directory. Received: model_dir={model_dir}"
         ) from None
-    path = os.path.join(model_dir, SETTINGS_FILE)
-    if not os.path.exists(path):
+    saved = read_settings(model_dir)
+    if saved is None:
         return
-    with open(path, encoding="utf-8") as f:
-        saved = json.load(f)
+    for name, function in (normalize or {}).items():
+        if name in saved:
+            saved[name] = function(saved[name])
     differences = [
         f"{name}={saved.get(name)!r} there, {value!r} now"
         for name, value in settings.items()

@@ -37,6 +37,9 @@ from keras_transformer.training.optimizer import (
 
 # Vocabulary of the demo corpus (it has about 4,300 distinct BPE merges).
 DEMO_VOCAB_SIZE = 2000
+# What `run_training` raises for its caller's mistakes (its Raises): the
+# commands print them in one line, without a traceback.
+USER_ERRORS = (ValueError, FileNotFoundError, FloatingPointError)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,6 +141,7 @@ def run_training(
     bleu_max_sentences: int = 500,
     strategy: "str | tf.distribute.Strategy" = "default",
     num_gpus: int = 0,
+    tpu_address: str | None = None,
     mixed_precision: str = "float32",
     jit_compile: bool = True,
     seed: int = 0,
@@ -161,7 +165,9 @@ def run_training(
             vocabulary's, and `source_vocab_size` must be unset (the
             vocabulary is shared).
         data: the `--data` spec ("demo", "text:PREFIX", "tsv:PATH",
-            "tfds:wmt14_translate/de-en").
+            "tfds:wmt14_translate/de-en"); its paths are recorded absolute
+            (`sources.normalize_data_spec`), so a rerun must name the same
+            files, from any working directory.
         src_lang, tgt_lang: language codes.
         model_dir: output directory (see the module docstring): new, or
             the one of the run to resume.
@@ -186,6 +192,8 @@ def run_training(
         strategy: a strategy name (with `num_gpus`, see
             `distribution.create_strategy`) or a `tf.distribute.Strategy`.
         num_gpus: see `distribution.create_strategy`.
+        tpu_address: the TPU of strategy "tpu" (see
+            `distribution.create_strategy`).
         mixed_precision: see `distribution.set_precision`.
         jit_compile: XLA for the training step.
         seed: seed of initialization, dropout and shuffling.
@@ -202,7 +210,8 @@ def run_training(
             their values), checked before the data is read, for a
             `model_dir` that is a file or holds a run of other settings, and
             for a resumed run whose step is not a multiple of
-            `steps_per_checkpoint` (it had another one).
+            `steps_per_checkpoint` (it had another one) or already past
+            `train_steps`.
         FileNotFoundError: for missing data files, among them a missing dev
             split when `bleu_max_sentences` asks for BLEU (checked before
             the training data is read).
@@ -247,13 +256,16 @@ def run_training(
             "choose the size with vocab_size instead. "
             f"Received: source_vocab_size={config.source_vocab_size}"
         )
+    # Absolute paths: the settings name the corpus, not its spelling from
+    # this working directory.
+    data = sources.normalize_data_spec(data)
     spec = sources.parse_data_spec(data)
     if vocab_size is None and spec.kind == "demo":
         vocab_size = DEMO_VOCAB_SIZE
     # First: MultiWorkerMirroredStrategy must configure the collective ops
     # before TensorFlow runs anything.
     if isinstance(strategy, str):
-        strategy_obj = distribution.create_strategy(strategy, num_gpus)
+        strategy_obj = distribution.create_strategy(strategy, num_gpus, tpu_address)
     else:
         strategy_obj = strategy
     run_checks.check_batch_tokens(
@@ -276,7 +288,10 @@ def run_training(
         # The data order and dropout masks a resumed run continues.
         seed=seed,
     )
-    run_checks.check_model_dir(write_dir, settings)
+    # An older run may have recorded a relative path.
+    run_checks.check_model_dir(
+        write_dir, settings, normalize={"data": sources.normalize_data_spec}
+    )
     dev_pairs = None
     if bleu_max_sentences:
         # Now, not after the vocabulary and the training data: a corpus
@@ -292,7 +307,7 @@ def run_training(
         "gradient_accumulation_steps": gradient_accumulation_steps,
     }
     start_step = callbacks_lib.ResumableBackup.resume_step(backup_dir, batching)
-    run_checks.check_resume_step(start_step, steps_per_checkpoint)
+    run_checks.check_resume_step(start_step, steps_per_checkpoint, train_steps)
     keras.utils.set_random_seed(seed)
     distribution.set_precision(mixed_precision)
     vocab_path = os.path.join(write_dir, "vocab.model")

@@ -1,5 +1,6 @@
 """Tests of the spec-to-batches glue and its drop counts."""
 
+import json
 import os
 
 import tensorflow as tf
@@ -217,6 +218,32 @@ class PipelineTest(test_case.TestCase):
         pipeline.load_or_train_tokenizer(
             "demo", model_path, src_lang="en", tgt_lang="de"
         )
+
+    def test_vocabulary_record_names_its_corpus_wherever_it_is_run(self):
+        model_path = os.path.join(self.folder, "vocab", "bpe.model")
+        record_path = os.path.join(self.folder, "vocab", "bpe.data.json")
+        self.addCleanup(os.chdir, os.getcwd())
+        os.chdir(self.folder)
+        pipeline.load_or_train_tokenizer(
+            "text:train", model_path, src_lang="en", tgt_lang="de", vocab_size=330
+        )
+        # The corpus, however it is spelt.
+        pipeline.load_or_train_tokenizer(
+            self.spec, model_path, src_lang="en", tgt_lang="de"
+        )
+        # An older record's relative path is read from the working directory.
+        with open(record_path) as f:
+            record = json.load(f)
+        record["data"]["location"] = "train"
+        fixtures.write(record_path, json.dumps(record))
+        pipeline.load_or_train_tokenizer(
+            self.spec, model_path, src_lang="en", tgt_lang="de"
+        )
+        os.chdir(os.path.dirname(model_path))
+        with self.assertRaisesRegex(ValueError, "learned from another corpus"):
+            pipeline.load_or_train_tokenizer(
+                self.spec, model_path, src_lang="en", tgt_lang="de"
+            )
 
     def test_load_or_train_tokenizer_needs_a_model_suffix(self):
         with self.assertRaisesRegex(

@@ -42,6 +42,22 @@ class ParseDataSpecTest(test_case.TestCase):
         ):
             sources.parse_data_spec(spec)
 
+    def test_normalized_spec_has_absolute_local_paths(self):
+        here = os.getcwd()
+        for spec, expected in (
+            # One corpus, many spellings: one form.
+            ("text:c/../c/train", f"text:{here}/c/train"),
+            (f"text:{here}//c/train", f"text:{here}/c/train"),
+            (
+                "tsv:train=a.tsv,dev=gs://bucket/dev.tsv",
+                f"tsv:train={here}/a.tsv,dev=gs://bucket/dev.tsv",
+            ),
+            ("tfds:wmt14_translate/de-en", "tfds:wmt14_translate/de-en"),
+            ("demo", "demo"),
+        ):
+            with self.subTest(spec=spec):
+                self.assertEqual(sources.normalize_data_spec(spec), expected)
+
     def test_bad_explicit_split(self):
         with self.assertRaisesRegex(ValueError, "bad item 'valid=x'.*Received: spec="):
             sources.parse_data_spec("text:train=a,valid=x")

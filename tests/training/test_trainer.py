@@ -406,6 +406,22 @@ class TrainerTest(TestCase):
             ({"bleu_max_sentences": -1}, "bleu_max_sentences=-1"),
             ({"mixed_precision": "fp16"}, "mixed_precision='fp16'"),
             ({"num_gpus": 2}, "strategy='default', num_gpus=2"),
+            # Trained without BLEU, silently.
+            (
+                {"bleu_every_steps": 2, "bleu_max_sentences": 0},
+                "bleu_max_sentences=0 turns off.*"
+                "Received: bleu_every_steps=2, bleu_max_sentences=0",
+            ),
+            # TensorFlow's own error names no flag to pass.
+            (
+                {"strategy": "tpu"},
+                re.escape("needs the TPU to connect to: pass tpu_address (--tpu)")
+                + ".*Received: strategy='tpu', tpu_address=None",
+            ),
+            (
+                {"tpu_address": "local"},
+                "strategy='default', tpu_address='local'",
+            ),
         ):
             with (
                 self.subTest(overrides=overrides),
@@ -518,6 +534,58 @@ class TrainerTest(TestCase):
                 model_dir, {**settings, "num_layers": 2, "data": "text:b"}
             )
 
+    def test_a_rerun_compares_the_corpus_not_its_spelling(self):
+        folder = fixtures.tempdir(self)
+        model_dir = os.path.join(folder, "run")
+        os.makedirs(model_dir)
+        # As an older run recorded it: relative to the folder it ran in.
+        run_checks.save_settings(model_dir, {"data": "text:c/train"})
+        self.addCleanup(os.chdir, os.getcwd())
+        os.chdir(folder)
+
+        def settings_error(data):
+            # The other settings differ too: model_dir holds only `data`.
+            with self.assertRaisesRegex(ValueError, "begun with other") as caught:
+                trainer.run_training(
+                    tiny_config(),
+                    data=data,
+                    src_lang="en",
+                    tgt_lang="de",
+                    model_dir=model_dir,
+                    train_steps=2,
+                    steps_per_checkpoint=2,
+                )
+            return str(caught.exception)
+
+        # The same files.
+        self.assertNotIn("data=", settings_error("text:c/../c/train"))
+        self.assertNotIn("data=", settings_error(f"text:{folder}/c/train"))
+        # Not the same files, from another working directory.
+        os.chdir(model_dir)
+        self.assertIn(
+            f"data='text:{model_dir}/c/train' there, 'text:{folder}/c/train' now",
+            settings_error(f"text:{folder}/c/train"),
+        )
+
+    def test_settings_file_that_is_not_json_is_named(self):
+        model_dir = fixtures.tempdir(self)
+        self.assertIsNone(run_checks.read_settings(model_dir))
+        path = fixtures.write(os.path.join(model_dir, run_checks.SETTINGS_FILE), "{")
+        with self.assertRaisesRegex(
+            ValueError,
+            re.escape(
+                "The training run's settings.json is not valid JSON (Expecting "
+                "property name enclosed in double quotes: line 1 column 2 (char "
+                f"1)); repair or delete it. Received: {path}"
+            ),
+        ):
+            run_checks.check_model_dir(model_dir, {})
+        fixtures.write(path, "[]")
+        with self.assertRaisesRegex(
+            ValueError, f"holds a JSON list, not an object.*Received: {path}"
+        ):
+            run_checks.check_model_dir(model_dir, {})
+
     def test_float16_steps_skipped_by_loss_scaling_count(self):
         distribution.set_precision("mixed_float16")
         model = trainer.compile_for_training(
@@ -551,6 +619,10 @@ class TrainerTest(TestCase):
             distribution.create_strategy("one_device", 1)
         with self.assertRaisesRegex(ValueError, "TF_CONFIG"):
             distribution.create_strategy("multi_worker")
+        with self.assertRaisesRegex(ValueError, "tpu_address=''"):
+            distribution.create_strategy("tpu", tpu_address="")
+        with self.assertRaisesRegex(ValueError, "strategy='mirrored', tpu_address"):
+            distribution.create_strategy("mirrored", tpu_address="grpc://1.2.3.4:8470")
 
     @parameterized.parameters("mixed_bfloat16", "mixed_float16")
     def test_mixed_precision_step_with_xla(self, policy):
@@ -583,3 +655,15 @@ class TrainerTest(TestCase):
             run_checks.check_steps(5, 2)
         with self.assertRaisesRegex(ValueError, "must be positive"):
             run_checks.check_steps(0, 1)
+
+    def test_a_run_past_train_steps_is_not_resumed(self):
+        # It would train nothing, report step 150 and save model.keras again.
+        with self.assertRaisesRegex(
+            ValueError,
+            "`train_steps` is below step 150, where the run in model_dir "
+            "already is.*pass train_steps=150 to reuse the run.*"
+            "Received: train_steps=100",
+        ):
+            run_checks.check_resume_step(150, 50, train_steps=100)
+        run_checks.check_resume_step(150, 50, train_steps=150)  # Finished.
+        run_checks.check_resume_step(150, 50, train_steps=200)
