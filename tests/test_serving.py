@@ -449,31 +449,31 @@ class ServingHelpersTest(TestCase):
         module.f = tf.function(
             lambda x: {"y": x}, input_signature=[tf.TensorSpec([None], tf.float32)]
         )
-        path = os.path.join(fixtures.tempdir(self), "1")
-        tf.saved_model.save(module, path, signatures={"other": module.f})
-        with self.assertRaisesRegex(
-            ValueError,
-            re.escape(
+        # And one whose `serving_default` takes no strings: a TypeError
+        # traceback from TensorFlow before.
+        for name, message in (
+            (
+                "other",
                 "The SavedModel has no `serving_default` signature (it has: "
-                "other), so it is not a translation export; pass one written "
-                f"by export/export_model.py. Received: model={path}"
+                "other), so it is not a translation export",
+            ),
+            (
+                "serving_default",
+                "The SavedModel's `serving_default` signature takes x "
+                "(float32), not `inputs` (a batch of strings), so it is not a "
+                "translation export",
             ),
         ):
-            inference.load_translator(os.path.dirname(path))
-        # A `serving_default` that takes no strings: a TypeError traceback
-        # from TensorFlow before.
-        other = os.path.join(fixtures.tempdir(self), "1")
-        tf.saved_model.save(module, other, signatures={"serving_default": module.f})
-        with self.assertRaisesRegex(
-            ValueError,
-            re.escape(
-                "The SavedModel's `serving_default` signature takes x (float32), "
-                "not `inputs` (a batch of strings), so it is not a translation "
-                "export; pass one written by export/export_model.py. "
-                f"Received: model={other}"
-            ),
-        ):
-            inference.load_translator(other)
+            path = os.path.join(fixtures.tempdir(self), "1")
+            tf.saved_model.save(module, path, signatures={name: module.f})
+            with self.assertRaisesRegex(
+                ValueError,
+                re.escape(
+                    f"{message}; pass one written by export/export_model.py. "
+                    f"Received: model={path}"
+                ),
+            ):
+                inference.load_translator(os.path.dirname(path))
         # An export holds its tokenizer: a --vocab would be ignored.
         with self.assertRaisesRegex(
             ValueError, f"drop --vocab .*Received: model={path}, vocab=v.model$"
