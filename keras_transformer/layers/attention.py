@@ -9,8 +9,13 @@ import tensorflow as tf
 from keras import ops
 
 from keras_transformer.layers import masks
-from keras_transformer.layers.checks import check_positive_int, check_rate
+from keras_transformer.layers.checks import (
+    check_positive_int,
+    check_rate,
+    check_sequence_shape,
+)
 from keras_transformer.layers.dropout import Dropout
+from keras_transformer.layers.initializers import initializer_copy
 from keras_transformer.layers.projection import (
     decoding_projection,
     project,
@@ -66,7 +71,9 @@ def scaled_dot_product_attention(
     scores = ops.cast(scores, "float32")
     if mask is not None:
         scores = ops.where(mask, scores, _MASK_VALUE)
-    weights = ops.softmax(scores, axis=-1)
+    # TensorFlow's, as Keras's own would be: `ops.softmax` warns of a key
+    # axis of size 1, which the first step of a growing cache has.
+    weights = tf.nn.softmax(scores, axis=-1)
     attended = ops.cast(weights, value.dtype)
     if dropout is not None:
         attended = dropout(attended, training=training)
@@ -215,16 +222,22 @@ class MultiHeadAttention(keras.layers.Layer):
         **kwargs: base layer keyword arguments.
 
     Call arguments:
-        query: [B, T, D] queries.
-        memory: [B, S, D] keys/values for cross-attention, or their
+        query: [B, T, D] queries. Its Keras mask [B, T] (e.g. of
+            `keras.layers.Embedding(mask_zero=True)`), if any, masks the
+            keys of self-attention, as in Keras's `MultiHeadAttention`, and
+            carries over to the outputs.
+        memory: [B, S, D] keys/values for cross-attention (its Keras mask
+            [B, S], if any, masks them), or their
             projection once by `project_memory(memory)`; None for
             self-attention. With projected memory and one query step
             (T = 1), the query batch may be G times the memory batch: G
             consecutive queries (the beams of a sentence) per memory row.
         attention_mask: bool (or 0/1) broadcastable to [B, T, S], True =
             attend (e.g. `masks.padding_mask(ids)` of shape [B, 1, S], or
-            `masks.causal_mask(T, S)` of shape [T, S]); with grouped
-            queries, of the memory batch.
+            `masks.causal_mask(T, S)` of shape [T, S]: a 2-D mask is
+            [T, S], the same for every sentence; a [B, S] padding mask
+            needs its query axis, [B, 1, S]); with grouped queries, of the
+            memory batch.
         use_causal_mask: mask future positions (decoder self-attention).
         cache: self-attention cache from `initial_cache`: dict of "key"
             [B, N, L, H_k] and "value" [B, N, L, H_v] of the positions before
@@ -275,40 +288,40 @@ class MultiHeadAttention(keras.layers.Layer):
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy, name="dropout")
         self._attention_weights_dropout = self.dropout_layer if dropout else None
+        # One output per query position: the query's Keras mask carries over.
+        self.supports_masking = True
 
     def build(self, query_shape, memory_shape=None):
+        check_sequence_shape("MultiHeadAttention", "query", query_shape)
+        if memory_shape is not None:
+            check_sequence_shape("MultiHeadAttention", "memory", memory_shape)
         query_width = query_shape[-1]
         memory_width = (memory_shape or query_shape)[-1]
         output_dim = self.output_dim or query_width
         n = self.num_heads
-        self.query_kernel, self.query_bias = self._projection(
-            "query", query_width, n * self.key_dim
-        )
-        self.key_kernel, self.key_bias = self._projection(
-            "key", memory_width, n * self.key_dim
-        )
-        self.value_kernel, self.value_bias = self._projection(
-            "value", memory_width, n * self.value_dim
-        )
-        self.output_kernel, self.output_bias = self._projection(
-            "output", n * self.value_dim, output_dim
-        )
-        self.built = True
-
-    def _projection(self, name, in_width, out_width):
-        kernel = self.add_weight(
-            name=f"{name}_kernel",
-            shape=(in_width, out_width),
-            initializer=self.kernel_initializer,
-        )
-        bias = None
-        if self.use_bias:
-            bias = self.add_weight(
-                name=f"{name}_bias",
-                shape=(out_width,),
-                initializer=self.bias_initializer,
+        widths = {
+            "query": (query_width, n * self.key_dim),
+            "key": (memory_width, n * self.key_dim),
+            "value": (memory_width, n * self.value_dim),
+            "output": (n * self.value_dim, output_dim),
+        }
+        for index, (name, (in_width, out_width)) in enumerate(widths.items()):
+            kernel = self.add_weight(
+                name=f"{name}_kernel",
+                shape=(in_width, out_width),
+                # Each kernel its own draw (`initializers.py`).
+                initializer=initializer_copy(self.kernel_initializer, index),
             )
-        return kernel, bias
+            bias = None
+            if self.use_bias:
+                bias = self.add_weight(
+                    name=f"{name}_bias",
+                    shape=(out_width,),
+                    initializer=initializer_copy(self.bias_initializer, index),
+                )
+            setattr(self, f"{name}_kernel", kernel)
+            setattr(self, f"{name}_bias", bias)
+        self.built = True
 
     def _project(self, inputs, kernels, biases, training=None, fused=None):
         """2-D matmuls for several projections: [B, L, D] -> list of
@@ -520,6 +533,17 @@ class MultiHeadAttention(keras.layers.Layer):
                 mask = ops.expand_dims(mask, axis=1)  # [B, 1, T, S]
             # A [T, S] or [S] mask broadcasts over the batch and heads as it
             # is; its axis 1 is not a batch axis to give heads.
+        if cache is None and not isinstance(memory, dict):
+            # The Keras mask [B, S] of the keys' tensor (after
+            # `Embedding(mask_zero=True)`, say), as Keras's own
+            # MultiHeadAttention reads it: padded keys are not attended.
+            keys_mask = getattr(
+                query if memory is None else memory, "_keras_mask", None
+            )
+            if keys_mask is not None:
+                mask = masks.merge_masks(
+                    mask, ops.cast(keys_mask, "bool")[:, None, None, :]
+                )
         if use_causal_mask:
             mask = masks.merge_masks(
                 mask,

@@ -40,3 +40,16 @@ def check_rate(name, value):
             f"dropped; 0 disables dropout). Received: {name}={value!r}"
         )
     return float(value)
+
+
+def check_sequence_shape(layer, argument, shape):
+    """Raises a ValueError naming `layer`'s `argument` unless `shape` is that
+    of a batch of vector sequences, [B, T, D] with D known (the width that
+    the layer's weights are built for)."""
+    if shape is None or len(shape) != 3 or shape[-1] is None:
+        raise ValueError(
+            f"{layer} takes `{argument}` of shape [batch, length, width] with "
+            "a known width (e.g. the output of an Embedding, or "
+            "keras.Input((None, d_model))). "
+            f"Received: {argument} of shape {None if shape is None else tuple(shape)}"
+        )

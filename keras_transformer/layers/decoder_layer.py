@@ -6,9 +6,12 @@ L cache length.
 """
 
 import keras
-from keras import ops
 
-from keras_transformer.layers.encoder_layer import TransformerEncoderLayer
+from keras_transformer.layers.checks import check_sequence_shape
+from keras_transformer.layers.encoder_layer import (
+    TransformerEncoderLayer,
+    sentence_mask,
+)
 from keras_transformer.layers.residual import ResidualConnection
 
 
@@ -23,7 +26,8 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
             `norm_position`, `layer_norm_epsilon`, base layer keywords).
 
     Call arguments:
-        inputs: [B, T, D] target representations.
+        inputs: [B, T, D] target representations. Their Keras mask, if
+            any, carries over to the output.
         memory: [B, S, D] encoder outputs (None only when
             `cross_attention_cache` is given).
         memory_mask: bool [B, 1, S], True at real source tokens; or the
@@ -56,9 +60,9 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        # A target's Keras mask is not used (the causal mask hides the
-        # padding after each position): Keras warns that it is dropped.
-        self.supports_masking = False
+        # A target's Keras mask carries over to the output (inherited);
+        # its self-attention masks the padded keys, which the causal mask
+        # already hides from every real position.
         self.cross_attention = None
         self.cross_attention_residual = ResidualConnection(
             self.dropout,
@@ -70,6 +74,8 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
 
     def build(self, inputs_shape, memory_shape=None):
         super().build(inputs_shape)
+        if memory_shape is not None:
+            check_sequence_shape(type(self).__name__, "memory", memory_shape)
         self.cross_attention = self._attention(inputs_shape[-1], "cross_attention")
         self.cross_attention.build(inputs_shape, memory_shape or inputs_shape)
         self.cross_attention_residual.build(inputs_shape)
@@ -205,6 +211,4 @@ def _check_memory(memory, memory_mask, cross_attention_cache):
             "`memory` [B, S, D] (or `cross_attention_cache` of "
             "`cross_attention.project_memory(memory)`). Received: memory=None"
         )
-    if memory_mask is not None and len(memory_mask.shape) == 2:
-        memory_mask = ops.expand_dims(ops.cast(memory_mask, "bool"), axis=1)
-    return memory_mask
+    return None if memory_mask is None else sentence_mask(memory_mask)

@@ -11,6 +11,7 @@ from keras_transformer.layers.checks import (
     check_positive_int,
     check_positive_number,
     check_rate,
+    check_sequence_shape,
 )
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
 from keras_transformer.layers.residual import ResidualConnection
@@ -34,7 +35,7 @@ class TransformerEncoderLayer(keras.layers.Layer):
 
     Call arguments:
         inputs: [B, S, D].
-        padding_mask: bool [B, 1, S], True at real tokens.
+        padding_mask: bool [B, 1, S] (or [B, S]), True at real tokens.
         return_attention_weights: also return the self-attention weights
             [B, N, S, S].
         training: enables dropout.
@@ -104,6 +105,7 @@ class TransformerEncoderLayer(keras.layers.Layer):
         )
 
     def build(self, inputs_shape):
+        check_sequence_shape(type(self).__name__, "inputs", inputs_shape)
         self.self_attention = self._attention(inputs_shape[-1], "self_attention")
         self.self_attention.build(inputs_shape)
         self.feed_forward.build(inputs_shape)
@@ -198,14 +200,26 @@ def apply_keras_mask(inputs, padding_mask, mask):
     """`(inputs, padding_mask)` for a layer given the Keras mask `mask`.
 
     Keras passes the mask [B, S] of `keras.layers.Embedding(mask_zero=True)`
-    (or of a masking layer) as `mask`; without this it would be dropped and
-    padding attended. It becomes the bool [B, 1, S] padding mask unless one
-    is given, and `inputs` loses it: the sublayers take the padding mask,
-    and a Keras mask on their inputs would only make them warn that they
-    drop it.
+    (or of a masking layer) as `mask`, but only when `inputs` is the call's
+    one tensor; with a `padding_mask` tensor too, it is read from `inputs`.
+    It becomes the bool [B, 1, S] padding mask unless one is given, and
+    `inputs` loses it: the sublayers take the padding mask instead. A
+    padding mask [B, S] (a Keras mask's shape) is read as [B, 1, S].
     """
+    if mask is None:
+        mask = getattr(inputs, "_keras_mask", None)
+    if padding_mask is not None:
+        padding_mask = sentence_mask(padding_mask)
     if mask is None:
         return inputs, padding_mask
     if padding_mask is None:
-        padding_mask = ops.expand_dims(ops.cast(mask, "bool"), axis=1)
+        padding_mask = sentence_mask(mask)
     return ops.copy(inputs), padding_mask
+
+
+def sentence_mask(mask):
+    """A padding mask as bool [B, 1, S]: a [B, S] one (a Keras mask's shape)
+    gains the query axis, rather than being read as a [T, S] mask that
+    `MultiHeadAttention` would apply to every sentence alike."""
+    mask = ops.cast(mask, "bool")
+    return ops.expand_dims(mask, axis=1) if len(mask.shape) == 2 else mask

@@ -8,6 +8,7 @@ from keras import ops
 
 from keras_transformer.layers.checks import check_positive_int, check_rate
 from keras_transformer.layers.dropout import Dropout
+from keras_transformer.layers.initializers import initializer_copy
 from keras_transformer.layers.projection import (
     Dense,
     decoding_projection,
@@ -56,7 +57,8 @@ class PositionwiseFeedForward(keras.layers.Layer):
         self.inner = Dense(
             self.d_ff,
             activation=self.activation,
-            kernel_initializer=self.kernel_initializer,
+            # Each kernel its own draw (`initializers.py`).
+            kernel_initializer=initializer_copy(self.kernel_initializer, 0),
             dtype=self.dtype_policy,
             name="inner",
         )
@@ -64,12 +66,13 @@ class PositionwiseFeedForward(keras.layers.Layer):
             activation_dropout, dtype=self.dtype_policy, name="dropout"
         )
         self.outer = None
+        self.supports_masking = True  # Position-wise: the mask carries over.
 
     def build(self, inputs_shape):
         self.inner.build(inputs_shape)
         self.outer = Dense(
             inputs_shape[-1],
-            kernel_initializer=self.kernel_initializer,
+            kernel_initializer=initializer_copy(self.kernel_initializer, 1),
             dtype=self.dtype_policy,
             name="outer",
         )

@@ -11,12 +11,29 @@ from keras_transformer import tokens
 
 
 def padding_mask(ids, pad_id=tokens.PAD_ID):
-    """[B, S] ids -> bool [B, 1, S]: True at real (non-padding) keys."""
+    """The padding mask of a batch of token ids.
+
+    Args:
+        ids: int [B, S] token ids.
+        pad_id: the padding id.
+
+    Returns:
+        bool [B, 1, S], True at real (non-padding) keys.
+    """
     return ops.expand_dims(ops.not_equal(ids, pad_id), axis=1)
 
 
 def causal_mask(query_length, key_length, query_start=0):
-    """bool [T, S]: query `query_start + t` sees keys 0..query_start + t."""
+    """The causal mask of section 3.2.3.
+
+    Args:
+        query_length: T.
+        key_length: S.
+        query_start: the position of the first query.
+
+    Returns:
+        bool [T, S]: query `query_start + t` sees keys 0..query_start + t.
+    """
     query_positions = ops.arange(query_length) + query_start
     key_positions = ops.arange(key_length)
     return key_positions[None, :] <= query_positions[:, None]

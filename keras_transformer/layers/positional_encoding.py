@@ -31,7 +31,8 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
         **kwargs: base layer keyword arguments (`name`, `dtype`, ...).
 
     Call arguments:
-        inputs: float tensor [B, T, D], the scaled token embeddings.
+        inputs: float tensor [B, T, D], the scaled token embeddings. Its
+            Keras mask, if any, carries over to the output.
         start_index: int, position of `inputs[:, 0]` (non-zero when decoding
             one step at a time).
 
@@ -42,6 +43,9 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
     def __init__(self, max_wavelength=10000.0, **kwargs):
         super().__init__(**kwargs)
         self.max_wavelength = check_positive_number("max_wavelength", max_wavelength)
+        # Position-wise: a Keras mask (`Embedding(mask_zero=True)`) carries
+        # over to the encoder or decoder that follows.
+        self.supports_masking = True
 
     def call(self, inputs, start_index=0):
         length = ops.shape(inputs)[1]
@@ -96,7 +100,8 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
         **kwargs: base layer keyword arguments.
 
     Call arguments:
-        inputs: float tensor [B, T, D].
+        inputs: float tensor [B, T, D]. Its Keras mask, if any, carries
+            over to the output.
         start_index: int, position of `inputs[:, 0]`.
 
     Returns:
@@ -107,6 +112,7 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
         super().__init__(**kwargs)
         self.max_length = check_positive_int("max_length", max_length)
         self.initializer = keras.initializers.get(initializer)
+        self.supports_masking = True  # As the sinusoid's.
 
     def build(self, inputs_shape):
         self.table = self.add_weight(
@@ -124,8 +130,10 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
             self.max_length,
             message=(
                 "LearnedPositionalEmbedding: the sequence is longer than "
-                "the learned position table (max_length). Use "
-                "positional='sinusoidal' or a larger max_length."
+                "the learned position table (max_length). Build the layer "
+                "with a larger max_length, or use "
+                "SinusoidalPositionalEncoding (TransformerConfig's "
+                "positional='sinusoidal'), which has no limit."
             ),
         )
         with tf.control_dependencies([check]):

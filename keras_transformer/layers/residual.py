@@ -52,6 +52,7 @@ class ResidualConnection(keras.layers.Layer):
             epsilon=epsilon, dtype=self.dtype_policy, name="layer_norm"
         )
         self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy, name="dropout")
+        self.supports_masking = True  # Position-wise: x's Keras mask carries over.
 
     def build(self, inputs_shape, sublayer_output_shape=None):
         self.layer_norm.build(inputs_shape)

@@ -91,7 +91,7 @@ class TransformerEncoder(_Stack):
 
     Call arguments:
         inputs: [B, S, D] embedded source.
-        padding_mask: bool [B, 1, S], True at real tokens.
+        padding_mask: bool [B, 1, S] (or [B, S]), True at real tokens.
         return_attention_weights: also return the list of per-layer
             self-attention weights [B, N, S, S].
         training: enables dropout.
@@ -175,7 +175,10 @@ class TransformerDecoder(_Stack):
     Call arguments:
         inputs: [B, T, D] embedded (shifted) target.
         memory: [B, S, D] encoder output.
-        memory_mask: bool [B, 1, S], True at real source tokens.
+        memory_mask: bool [B, 1, S] (or [B, S]), True at real source
+            tokens; or the Keras mask [B, S] of `memory` (e.g. the output
+            of a `TransformerEncoder` over `Embedding(mask_zero=True)`),
+            which Keras passes itself.
         self_attention_cache: list of N per-layer caches (see
             `initial_cache`), for incremental decoding.
         cache_index: int32 scalar, the position of the step (T = 1) in

@@ -1,3 +1,5 @@
+import warnings
+
 import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
@@ -124,6 +126,14 @@ class MultiHeadAttentionTest(TestCase):
             steps.append(out.numpy())
         self.assertEqual(cache["value"].shape, (2, 4, 5, 6))
         self.assertAllClose(np.concatenate(steps, 1), full, atol=1e-5)
+
+    def test_first_step_of_a_growing_cache_is_quiet(self):
+        # One key: Keras's softmax warned of an axis of size 1.
+        layer = self.make_layer()
+        x = np.ones((2, 1, 12), "float32")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            layer(x, cache=layer.initial_cache(2))
 
     def test_in_place_cache_follows_its_ancestry(self):
         # Beam search: rows continue other rows' hypotheses. The growing

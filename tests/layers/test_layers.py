@@ -1,6 +1,7 @@
 """Feed-forward, residual, embedding, encoder/decoder layers and stacks."""
 
 import re
+import warnings
 
 import keras
 import numpy as np
@@ -376,6 +377,112 @@ class KerasMaskTest(TestCase):
             memory_mask=padding,
         )
         self.assertAllClose(model([self.source, self.target]), expected)
+
+    def test_position_wise_layers_carry_it_to_the_encoder(self):
+        # Every Transformer has a positional layer between its embedding and
+        # its encoder; they used to drop the mask, and the padding was
+        # attended (a Keras warning the only sign).
+        padding = layers.padding_mask(self.source)
+        encoder = layers.TransformerEncoder(num_layers=1, num_heads=2, d_ff=16)
+        for positional in (
+            layers.SinusoidalPositionalEncoding(),
+            layers.LearnedPositionalEmbedding(max_length=4),
+        ):
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # No sublayer drops the mask.
+                outputs = encoder(positional(self.embedding(self.source)))
+            unmasked = positional(tf.identity(self.embedding(self.source)))
+            self.assertAllClose(outputs, encoder(unmasked, padding_mask=padding))
+            self.assertAllEqual(outputs._keras_mask, self.source != 0)
+
+    def test_attention_masks_the_keys_as_keras_does(self):
+        masked = self.embedding(self.source)
+        unmasked = tf.identity(masked)
+        padding = layers.padding_mask(self.source)
+        attention = layers.MultiHeadAttention(num_heads=2, key_dim=4)
+        outputs = attention(masked)
+        self.assertAllClose(outputs, attention(unmasked, attention_mask=padding))
+        self.assertAllEqual(outputs._keras_mask, self.source != 0)
+        # Cross-attention: the memory's mask.
+        self.assertAllClose(
+            attention(self.target, memory=masked),
+            attention(self.target, memory=unmasked, attention_mask=padding),
+        )
+
+    def test_a_masked_input_with_an_explicit_padding_mask(self):
+        # Keras passes `mask` only when `inputs` is the one tensor argument;
+        # the layer read it from `inputs` and its sublayers warned.
+        encoder = layers.TransformerEncoderLayer(num_heads=2, d_ff=16)
+        padding = layers.padding_mask(self.source)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            outputs = encoder(self.embedding(self.source), padding_mask=padding)
+        self.assertAllEqual(outputs._keras_mask, self.source != 0)
+
+    def test_a_sentence_padding_mask_of_a_keras_masks_shape(self):
+        # [B, S] with B == S: it used to be read as a [T, S] mask, the same
+        # for every sentence, silently.
+        source = np.array([[5, 6, 0], [4, 0, 0], [1, 2, 3]], "int32")
+        inputs = tf.identity(self.embedding(source))
+        for layer in (
+            layers.TransformerEncoderLayer(num_heads=2, d_ff=16),
+            layers.TransformerEncoder(num_layers=1, num_heads=2, d_ff=16),
+        ):
+            self.assertAllClose(
+                layer(inputs, padding_mask=source != 0),
+                layer(inputs, padding_mask=layers.padding_mask(source)),
+            )
+
+
+class InitializationTest(TestCase):
+    """Each kernel its own draw: one unseeded Keras initializer instance
+    gives every weight it makes the same values."""
+
+    def kernels(self, layer):
+        return [w.numpy().ravel() for w in layer.weights if "kernel" in w.path]
+
+    def assert_distinct(self, kernels):
+        for i, first in enumerate(kernels):
+            for second in kernels[i + 1 :]:
+                size = min(first.size, second.size)
+                self.assertFalse(np.array_equal(first[:size], second[:size]))
+
+    def test_attention_and_feed_forward_kernels_start_distinct(self):
+        x = np.ones((2, 3, 16), "float32")
+        for make in (
+            lambda **init: layers.MultiHeadAttention(4, 4, **init),
+            lambda **init: layers.PositionwiseFeedForward(64, **init),
+        ):
+            layer = make()
+            layer(x)
+            self.assert_distinct(self.kernels(layer))
+            # A seed makes them reproducible, still distinct.
+            seeded = [
+                make(kernel_initializer=keras.initializers.GlorotUniform(seed=7))
+                for _ in range(2)
+            ]
+            for layer in seeded:
+                layer(x)
+            self.assert_distinct(self.kernels(seeded[0]))
+            for a, b in zip(self.kernels(seeded[0]), self.kernels(seeded[1])):
+                self.assertAllEqual(a, b)
+
+
+class InputShapeTest(TestCase):
+    def test_inputs_without_a_known_width_are_named(self):
+        for layer in (
+            layers.MultiHeadAttention(2, 4),
+            layers.TransformerEncoderLayer(num_heads=2, d_ff=16),
+            layers.TransformerDecoderLayer(num_heads=2, d_ff=16),
+        ):
+            for shape in ((16,), (None, None)):
+                with self.assertRaisesRegex(
+                    ValueError, r"of shape \[batch, length, width\] with a known width"
+                ):
+                    if isinstance(layer, layers.TransformerDecoderLayer):
+                        layer(keras.Input(shape), memory=keras.Input((None, 8)))
+                    else:
+                        layer(keras.Input(shape))
 
 
 class DecoderMemoryTest(TestCase):
