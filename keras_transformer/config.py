@@ -256,21 +256,6 @@ TABLE3_ROWS = {
     "E": dict(positional="learned"),
 }
 
-# Parameter counts (millions) that Table 3 reports, for the README comparison.
-PAPER_PARAMS_MILLIONS = {
-    "base": 65,
-    "big": 213,
-    "B1": 58,
-    "B2": 60,
-    "C1": 36,
-    "C2": 50,
-    "C3": 80,
-    "C4": 28,
-    "C5": 168,
-    "C6": 53,
-    "C7": 90,
-}
-
 PRESETS = {
     # Small enough to train on 2 CPU cores in minutes (tests, the demo).
     "tiny": dict(

@@ -17,3 +17,12 @@ tf.config.set_logical_device_configuration(
     tf.config.list_physical_devices("CPU")[0],
     [tf.config.LogicalDeviceConfiguration()] * NUM_LOGICAL_CPUS,
 )
+
+# Under `pytest -n 2` each worker process is a TensorFlow runtime whose ops
+# would each use a thread per core: four busy threads on two cores, whose
+# spinning thread pools slow each other (the decoding, visualization and
+# model tests took 100-130 s with one intra-op thread per worker against
+# 140 s at the default). Tests that start processes of their own leave
+# those at TensorFlow's default.
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    tf.config.threading.set_intra_op_parallelism_threads(1)

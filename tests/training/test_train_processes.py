@@ -22,13 +22,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(__file__)))
 TINY = "num_layers=1,d_model=32,d_ff=64,num_heads=4,max_length=32"
 
 
-def train_command(data, model_dir, *flags):
+def train_command(data, model_dir, *flags, model=TINY):
     """train.py on the fixture corpus with a one-layer model."""
     return [
         sys.executable,
         os.path.join(ROOT, "train.py"),
         "--preset=tiny",
-        f"--override={TINY}",
+        f"--override={model}",
         f"--data={data}",
         f"--model_dir={model_dir}",
         f"--vocab_size={fixtures.VOCAB_SIZE}",
@@ -49,6 +49,18 @@ def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def write_one_word_corpus(folder):
+    """The fixture pairs cut to their first words: every example then has at
+    most 8 tokens, so with `max_length=8` every batch falls in one length
+    bucket and has one shape, which XLA compiles once (each further bucket
+    is another compilation of several seconds)."""
+    for split in ("train", "dev"):
+        for index, lang in enumerate(("en", "de")):
+            lines = "".join(pair[index].split()[0] + "\n" for pair in fixtures.PAIRS)
+            fixtures.write(os.path.join(folder, f"{split}.{lang}"), lines)
+    return "text:" + os.path.join(folder, "train")
 
 
 def checkpoint_files(folder):
@@ -125,7 +137,7 @@ class TrainProcessesTest(TestCase):
     @pytest.mark.xdist_group("multi_core")
     def test_two_workers_train_together_to_identical_weights(self):
         folder = fixtures.tempdir(self)
-        data = write_corpus(folder)
+        data = write_one_word_corpus(folder)
         model_dir = os.path.join(folder, "run")
         workers = [f"127.0.0.1:{free_port()}" for _ in range(2)]
         processes = []
@@ -142,6 +154,7 @@ class TrainProcessesTest(TestCase):
                         "--strategy=multi_worker",  # XLA on: the default
                         "--train_steps=3",
                         "--steps_per_checkpoint=1",
+                        model=TINY.replace("max_length=32", "max_length=8"),
                     ),
                     env=environment(TF_CONFIG=json.dumps(tf_config)),
                     stdout=subprocess.PIPE,
@@ -156,8 +169,11 @@ class TrainProcessesTest(TestCase):
         finally:
             for process in processes:
                 process.kill()
-        for process, (_, stderr) in zip(processes, outputs):
+        for process, (stdout, stderr) in zip(processes, outputs):
             self.assertEqual(process.returncode, 0, stderr[-3000:])
+            # No pair was longer than the one bucket (one dropped would only
+            # shrink the data, silently).
+            self.assertIn(f"{len(fixtures.PAIRS)} kept (0 dropped", stdout)
 
         chief = keras.saving.load_model(os.path.join(model_dir, "model.keras"))
         other = keras.saving.load_model(
