@@ -283,6 +283,10 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dim = output_dim
         dropout = check_rate("dropout", dropout)
         self.dropout = dropout
+        if not isinstance(use_bias, bool):
+            raise ValueError(
+                f"`use_bias` must be True or False. Received: use_bias={use_bias!r}"
+            )
         self.use_bias = use_bias
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
@@ -516,6 +520,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 query_start = cache_index
                 use_causal_mask = True  # The unwritten positions.
         else:
+            _check_static_dim("memory", memory, 0, "query", query, 0)
             (q,) = self._project(
                 query, [self.query_kernel], [self.query_bias], training
             )
@@ -528,6 +533,10 @@ class MultiHeadAttention(keras.layers.Layer):
 
         mask = None
         if attention_mask is not None:
+            if cache is None and not isinstance(memory, dict):
+                # The mask's last axis is the keys' positions.
+                keys = ("query", query) if memory is None else ("memory", memory)
+                _check_static_dim("attention_mask", attention_mask, -1, *keys, 1)
             mask = ops.cast(attention_mask, "bool")
             if len(mask.shape) == 3:
                 mask = ops.expand_dims(mask, axis=1)  # [B, 1, T, S]
@@ -537,9 +546,7 @@ class MultiHeadAttention(keras.layers.Layer):
             # The Keras mask [B, S] of the keys' tensor (after
             # `Embedding(mask_zero=True)`, say), as Keras's own
             # MultiHeadAttention reads it: padded keys are not attended.
-            keys_mask = getattr(
-                query if memory is None else memory, "_keras_mask", None
-            )
+            keys_mask = masks.keras_mask(query if memory is None else memory)
             if keys_mask is not None:
                 mask = masks.merge_masks(
                     mask, ops.cast(keys_mask, "bool")[:, None, None, :]
@@ -648,3 +655,20 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
+
+
+def _check_static_dim(name, tensor, axis, reference_name, reference, reference_axis):
+    """Raises a ValueError naming `name` when `tensor`'s `axis` and
+    `reference`'s `reference_axis` are both known and differ (always in
+    eager calls), instead of an error from inside a TensorFlow kernel. A
+    mask's axis of 1 broadcasts and passes."""
+    size, expected = tensor.shape[axis], reference.shape[reference_axis]
+    broadcasts = name.endswith("mask") and size == 1
+    if size is None or expected is None or size == expected or broadcasts:
+        return
+    raise ValueError(
+        f"Axis {axis} of `{name}` must match axis {reference_axis} of "
+        f"`{reference_name}` ({expected}). Received: {name} of shape "
+        f"{tuple(tensor.shape)}, {reference_name} of shape "
+        f"{tuple(reference.shape)}"
+    )

@@ -6,6 +6,7 @@ Shape legend: B batch, S source length, D d_model, N heads.
 import keras
 from keras import ops
 
+from keras_transformer.layers import masks
 from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.checks import (
     check_positive_int,
@@ -207,7 +208,7 @@ def apply_keras_mask(inputs, padding_mask, mask):
     padding mask [B, S] (a Keras mask's shape) is read as [B, 1, S].
     """
     if mask is None:
-        mask = getattr(inputs, "_keras_mask", None)
+        mask = masks.keras_mask(inputs)
     if padding_mask is not None:
         padding_mask = sentence_mask(padding_mask)
     if mask is None:

@@ -8,6 +8,7 @@ import keras
 from keras import ops
 
 from keras_transformer import tokens
+from keras_transformer.checks import is_integer
 
 
 def padding_mask(ids, pad_id=tokens.PAD_ID):
@@ -39,6 +40,13 @@ def causal_mask(query_length, key_length, query_start=0):
     return key_positions[None, :] <= query_positions[:, None]
 
 
+def keras_mask(tensor):
+    """The Keras mask [B, S] attached to `tensor` (e.g. by
+    `keras.layers.Embedding(mask_zero=True)`), or None. Keras 3 keeps it as
+    the tensor's `_keras_mask` and has no public getter."""
+    return getattr(tensor, "_keras_mask", None)
+
+
 def merge_masks(*masks):
     """Logical AND of the masks that are not None (None if all are None)."""
     result = None
@@ -53,15 +61,32 @@ def merge_masks(*masks):
 class PaddingMask(keras.layers.Layer):
     """Layer form of `padding_mask`, so the functional model shows it.
 
+    Args:
+        pad_id: the padding id.
+        **kwargs: base layer keyword arguments.
+
     Call arguments:
-        inputs: int ids [B, S], 0 = padding.
+        inputs: int ids [B, S].
 
     Returns:
         bool [B, 1, S], True at real tokens.
     """
 
+    def __init__(self, pad_id=tokens.PAD_ID, **kwargs):
+        super().__init__(**kwargs)
+        if not is_integer(pad_id):
+            raise ValueError(
+                f"`pad_id` must be an integer. Received: pad_id={pad_id!r}"
+            )
+        self.pad_id = int(pad_id)
+
     def call(self, inputs):
-        return padding_mask(inputs)
+        return padding_mask(inputs, self.pad_id)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"pad_id": self.pad_id})
+        return config
 
     def compute_output_shape(self, inputs_shape):
         return (inputs_shape[0], 1, inputs_shape[1])

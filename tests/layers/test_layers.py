@@ -485,6 +485,27 @@ class InputShapeTest(TestCase):
                         layer(keras.Input(shape))
 
 
+class CallShapeTest(TestCase):
+    def test_mismatched_batches_and_mask_lengths_are_named(self):
+        query = np.ones((2, 4, 16), "float32")
+        memory = np.ones((3, 5, 16), "float32")
+        with self.assertRaisesRegex(
+            ValueError, r"Axis 0 of `memory` must match axis 0 of `query` \(2\)"
+        ):
+            layers.TransformerDecoderLayer(num_heads=4, d_ff=32)(query, memory=memory)
+        with self.assertRaisesRegex(
+            ValueError,
+            r"Axis -1 of `attention_mask` must match axis 1 of `query` \(4\)",
+        ):
+            layers.TransformerEncoderLayer(num_heads=4, d_ff=32)(
+                query, padding_mask=np.ones((2, 1, 7), bool)
+            )
+
+    def test_use_bias_must_be_a_bool(self):
+        with self.assertRaisesRegex(ValueError, "Received: use_bias='no'"):
+            layers.MultiHeadAttention(2, 4, use_bias="no")
+
+
 class DecoderMemoryTest(TestCase):
     def test_decoders_need_a_memory(self):
         # Without one, the cross-attention used to attend over the target.
@@ -504,6 +525,13 @@ class PaddingMaskTest(TestCase):
         ids = np.array([[4, 0, 0]], "int32")
         self.assertEqual(layer.compute_output_shape((None, 3)), (None, 1, 3))
         self.assertEqual(tuple(layer(ids).shape), layer.compute_output_shape((1, 3)))
+
+    def test_pad_id_and_config(self):
+        layer = layers.PaddingMask(pad_id=np.int64(7))
+        self.assertAllEqual(layer(np.array([[4, 7, 0]])), [[[True, False, True]]])
+        self.assertEqual(layers.PaddingMask.from_config(layer.get_config()).pad_id, 7)
+        with self.assertRaisesRegex(ValueError, "Received: pad_id='0'"):
+            layers.PaddingMask(pad_id="0")
 
 
 def _spec(x):
