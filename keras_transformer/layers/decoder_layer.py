@@ -7,11 +7,9 @@ L cache length.
 
 import keras
 
+from keras_transformer.layers import masks
 from keras_transformer.layers.checks import check_sequence_shape
-from keras_transformer.layers.encoder_layer import (
-    TransformerEncoderLayer,
-    sentence_mask,
-)
+from keras_transformer.layers.encoder_layer import TransformerEncoderLayer
 from keras_transformer.layers.residual import ResidualConnection
 
 
@@ -211,4 +209,4 @@ def _check_memory(memory, memory_mask, cross_attention_cache):
             "`memory` [B, S, D] (or `cross_attention_cache` of "
             "`cross_attention.project_memory(memory)`). Received: memory=None"
         )
-    return None if memory_mask is None else sentence_mask(memory_mask)
+    return None if memory_mask is None else masks.sentence_mask(memory_mask)

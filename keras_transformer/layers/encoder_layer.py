@@ -210,17 +210,9 @@ def apply_keras_mask(inputs, padding_mask, mask):
     if mask is None:
         mask = masks.keras_mask(inputs)
     if padding_mask is not None:
-        padding_mask = sentence_mask(padding_mask)
+        padding_mask = masks.sentence_mask(padding_mask)
     if mask is None:
         return inputs, padding_mask
     if padding_mask is None:
-        padding_mask = sentence_mask(mask)
+        padding_mask = masks.sentence_mask(mask)
     return ops.copy(inputs), padding_mask
-
-
-def sentence_mask(mask):
-    """A padding mask as bool [B, 1, S]: a [B, S] one (a Keras mask's shape)
-    gains the query axis, rather than being read as a [T, S] mask that
-    `MultiHeadAttention` would apply to every sentence alike."""
-    mask = ops.cast(mask, "bool")
-    return ops.expand_dims(mask, axis=1) if len(mask.shape) == 2 else mask

@@ -47,6 +47,14 @@ def keras_mask(tensor):
     return getattr(tensor, "_keras_mask", None)
 
 
+def sentence_mask(mask):
+    """A padding mask as bool [B, 1, S]: a [B, S] one (a Keras mask's shape)
+    gains the query axis, rather than being read as a [T, S] mask that
+    `MultiHeadAttention` would apply to every sentence alike."""
+    mask = ops.cast(mask, "bool")
+    return ops.expand_dims(mask, axis=1) if len(mask.shape) == 2 else mask
+
+
 def merge_masks(*masks):
     """Logical AND of the masks that are not None (None if all are None)."""
     result = None
