@@ -25,6 +25,11 @@ class ScaledEmbedding(keras.layers.Layer):
         d_model: D, width of each embedding.
         embeddings_initializer: initializer of the [V, D] matrix. The default
             normal(0, D^-0.5) gives the scaled embeddings unit variance.
+        mask_zero: as `keras.layers.Embedding`: id 0 is padding, and the
+            embedded ids carry the Keras mask `ids != 0`, which the
+            positional, attention, encoder and decoder layers follow. The
+            ids must then be integers. With `reverse=True` the hidden
+            states' Keras mask carries over to the logits.
         **kwargs: base layer keyword arguments.
 
     Call arguments:
@@ -43,10 +48,24 @@ class ScaledEmbedding(keras.layers.Layer):
         softmax).
     """
 
-    def __init__(self, vocab_size, d_model, embeddings_initializer=None, **kwargs):
+    def __init__(
+        self,
+        vocab_size,
+        d_model,
+        embeddings_initializer=None,
+        mask_zero=False,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.vocab_size = check_positive_int("vocab_size", vocab_size)
         self.d_model = check_positive_int("d_model", d_model)
+        if not isinstance(mask_zero, bool):
+            raise TypeError(
+                f"`mask_zero` must be a bool. Received: mask_zero={mask_zero!r}"
+            )
+        self.mask_zero = mask_zero
+        # Position-wise in reverse: the hidden states' mask carries over.
+        self.supports_masking = True
         self.embeddings_initializer = keras.initializers.get(
             embeddings_initializer
             or keras.initializers.RandomNormal(stddev=self.d_model**-0.5)
@@ -76,10 +95,28 @@ class ScaledEmbedding(keras.layers.Layer):
             leading = ops.shape(inputs)[:-1]
             logits = ops.reshape(logits, (*leading, self.vocab_size))
             return ops.cast(logits, "float32")
+        self._check_ids(inputs)
         embedded = ops.take(self.embeddings, ops.cast(inputs, "int32"), axis=0)
         return ops.cast(embedded, self.compute_dtype) * ops.cast(
             math.sqrt(self.d_model), self.compute_dtype
         )
+
+    def _check_ids(self, ids):
+        # The mask is told from the ids by their dtype (Keras passes
+        # `compute_mask` no `reverse`): float ids would lose it silently.
+        if self.mask_zero and not _is_integer(ids):
+            raise TypeError(
+                f"{self.name}: `mask_zero=True` needs integer token ids. "
+                f"Received ids of dtype {ops.dtype(ids)}; give the model's "
+                "input an integer dtype, e.g. keras.Input((None,), "
+                'dtype="int32").'
+            )
+
+    def compute_mask(self, inputs, previous_mask=None):
+        if self.mask_zero and _is_integer(inputs):
+            return ops.not_equal(inputs, 0)
+        # Hidden states (`reverse=True`): their mask carries over.
+        return previous_mask
 
     def compute_output_shape(
         self, inputs_shape, reverse=False, transposed_embeddings=None
@@ -89,6 +126,8 @@ class ScaledEmbedding(keras.layers.Layer):
         return (*inputs_shape, self.d_model)
 
     def compute_output_spec(self, inputs, reverse=False, transposed_embeddings=None):
+        if not reverse:
+            self._check_ids(inputs)
         shape = self.compute_output_shape(inputs.shape, reverse)
         dtype = "float32" if reverse else self.compute_dtype
         return keras.KerasTensor(shape, dtype=dtype)
@@ -102,6 +141,11 @@ class ScaledEmbedding(keras.layers.Layer):
                 "embeddings_initializer": keras.initializers.serialize(
                     self.embeddings_initializer
                 ),
+                "mask_zero": self.mask_zero,
             }
         )
         return config
+
+
+def _is_integer(tensor):
+    return "int" in str(ops.dtype(tensor))

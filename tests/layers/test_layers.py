@@ -181,6 +181,43 @@ class ScaledEmbeddingTest(TestCase):
 
     def test_config_round_trip(self):
         self.assert_serialization_round_trip(layers.ScaledEmbedding(10, 4))
+        revived = self.assert_serialization_round_trip(
+            layers.ScaledEmbedding(10, 4, mask_zero=True)
+        )
+        self.assertTrue(revived.mask_zero)
+
+    def test_mask_zero_masks_the_padding_through_an_encoder_to_the_logits(self):
+        ids = np.array([[5, 6, 7, 0], [4, 3, 0, 0]], "int32")
+        embedding = layers.ScaledEmbedding(10, 8, mask_zero=True)
+        positional = layers.SinusoidalPositionalEncoding()
+        encoder = layers.TransformerEncoder(num_layers=1, num_heads=2, d_ff=16)
+        source = keras.Input((None,), dtype="int32")
+        model = keras.Model(source, encoder(positional(embedding(source))))
+        embedded = embedding(ids)
+        self.assertAllEqual(embedded._keras_mask, ids != 0)
+        # The same as the explicit padding mask on unmasked embeddings.
+        unmasked = positional(tf.identity(embedded))
+        expected = encoder(unmasked, padding_mask=layers.padding_mask(ids))
+        self.assertAllClose(model(ids), expected)
+        # Reversed, the hidden states' mask carries over to the logits.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            logits = embedding(encoder(positional(embedded)), reverse=True)
+        self.assertAllEqual(logits._keras_mask, ids != 0)
+        # Without mask_zero nothing is masked, as in Keras.
+        plain = layers.ScaledEmbedding(10, 8)(ids)
+        self.assertIsNone(getattr(plain, "_keras_mask", None))
+
+    def test_mask_zero_with_float_ids_is_an_error(self):
+        # The mask is told from the ids by their integer dtype; float ids
+        # (keras.Input's default dtype) would silently lose it.
+        embedding = layers.ScaledEmbedding(10, 8, mask_zero=True)
+        with self.assertRaisesRegex(TypeError, 'integer token ids.*dtype="int32"'):
+            embedding(keras.Input((None,)))
+        with self.assertRaisesRegex(TypeError, "integer token ids"):
+            embedding(np.array([[1.0, 0.0]], "float32"))
+        with self.assertRaisesRegex(TypeError, "mask_zero=1"):
+            layers.ScaledEmbedding(10, 8, mask_zero=1)
 
 
 class StackTest(TestCase):
