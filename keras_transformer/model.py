@@ -10,6 +10,7 @@ from keras import ops
 
 from keras_transformer import layers
 from keras_transformer.config import TransformerConfig
+from keras_transformer.layers.attention import in_place_cache_rows
 
 
 class _StepMean(keras.metrics.Mean):
@@ -308,7 +309,7 @@ class Transformer(keras.Model):
         caches, rows = self_attention_cache, None
         if isinstance(self_attention_cache, dict):  # in place
             caches = self_attention_cache["caches"]
-            ancestry, rows = layers.in_place_cache_rows(
+            ancestry, rows = in_place_cache_rows(
                 self_attention_cache["ancestry"],
                 step,
                 self.decoder.sublayers[0].self_attention.num_heads,

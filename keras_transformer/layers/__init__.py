@@ -3,7 +3,6 @@
 from keras_transformer.layers.attention import (
     MultiHeadAttention,
     cache_shape_invariants,
-    in_place_cache_rows,
     scaled_dot_product_attention,
 )
 from keras_transformer.layers.decoder_layer import TransformerDecoderLayer
@@ -18,12 +17,6 @@ from keras_transformer.layers.positional_encoding import (
     SinusoidalPositionalEncoding,
     sinusoidal_encoding,
 )
-from keras_transformer.layers.projection import (
-    Dense,
-    aliasing_padding,
-    decoding_projection,
-    project,
-    project_parts,
-)
+from keras_transformer.layers.projection import Dense
 from keras_transformer.layers.residual import ResidualConnection
 from keras_transformer.layers.stacks import TransformerDecoder, TransformerEncoder

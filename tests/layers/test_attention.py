@@ -6,6 +6,7 @@ from absl.testing import parameterized
 from keras import ops
 
 from keras_transformer import layers
+from keras_transformer.layers.attention import in_place_cache_rows
 from tests.test_case import TestCase
 
 
@@ -148,7 +149,7 @@ class MultiHeadAttentionTest(TestCase):
         ancestry = tf.zeros([3, 5], tf.int32)
         for t in range(5):
             expected, growing = layer(x[t], cache=growing)
-            ancestry, rows = layers.in_place_cache_rows(ancestry, t, 4)
+            ancestry, rows = in_place_cache_rows(ancestry, t, 4)
             self.assertEqual(rows.shape, (3, 4, t + 1))
             outputs, in_place = layer(
                 x[t], cache=in_place, cache_index=t, cache_rows=rows
@@ -172,16 +173,14 @@ class MultiHeadAttentionTest(TestCase):
         def steps(first_step, other, second_step):
             first = layer.initial_cache(2, 2, in_place=True)
             second = layer.initial_cache(2, 2, in_place=True)
-            ancestry, rows = layers.in_place_cache_rows(
-                tf.zeros([2, 2], tf.int32), 0, 4
-            )
+            ancestry, rows = in_place_cache_rows(tf.zeros([2, 2], tf.int32), 0, 4)
             out, first = layer(first_step, cache=first, cache_index=0, cache_rows=rows)
             with tf.control_dependencies([out]):
                 other = tf.identity(other)
             out, second = layer(other, cache=second, cache_index=0, cache_rows=rows)
             with tf.control_dependencies([out]):
                 second_step = tf.identity(second_step)
-            _, rows = layers.in_place_cache_rows(ancestry, 1, 4)
+            _, rows = in_place_cache_rows(ancestry, 1, 4)
             out, _ = layer(second_step, cache=first, cache_index=1, cache_rows=rows)
             return out
 

@@ -9,6 +9,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from keras_transformer import layers
+from keras_transformer.layers.attention import in_place_cache_rows
 from tests.test_case import TestCase
 
 
@@ -598,7 +599,7 @@ class SymbolicCallTest(TestCase):
         memory = tf.constant(rng.normal(size=(2, 5, 12)), tf.float32)
         mask = layers.padding_mask(tf.constant([[5] * 5, [5] * 3 + [0] * 2]))
         step = x[:, :1]
-        rows = layers.in_place_cache_rows(tf.zeros([2, 4], tf.int32), 0, 4)[1]
+        rows = in_place_cache_rows(tf.zeros([2, 4], tf.int32), 0, 4)[1]
         for case, call in (
             ("self", lambda: (x,)),
             ("cross", lambda: (x, memory, mask)),

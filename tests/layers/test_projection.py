@@ -5,6 +5,7 @@ from absl.testing import parameterized
 
 import keras_transformer as kt
 from keras_transformer import layers
+from keras_transformer.layers import projection
 from tests.test_case import TestCase
 
 
@@ -36,7 +37,7 @@ class ProjectTest(TestCase):
         bias = self.bias if with_bias else None
 
         def ours(inputs, kernel, bias):
-            return layers.project(inputs, kernel, bias, training=True)
+            return projection.project(inputs, kernel, bias, training=True)
 
         def run(fn):
             def call():
@@ -55,7 +56,7 @@ class ProjectTest(TestCase):
         @tf.function
         def gradients(inputs, kernel, bias):
             return _values_and_gradients(
-                lambda *args: layers.project(*args, training=True),
+                lambda *args: projection.project(*args, training=True),
                 inputs,
                 kernel,
                 bias,
@@ -74,7 +75,7 @@ class ProjectTest(TestCase):
 
     def test_outside_training_the_plain_ops_run(self):
         graph = (
-            tf.function(lambda *args: layers.project(*args, training=False))
+            tf.function(lambda *args: projection.project(*args, training=False))
             .get_concrete_function(self.inputs, self.kernel, self.bias)
             .graph
         )
@@ -95,7 +96,7 @@ class DecodingProjectionTest(TestCase):
     def test_aliasing_padding_is_one_cache_line_at_multiples_of_2_kib(
         self, width, dtype, padding
     ):
-        self.assertEqual(layers.aliasing_padding(width, dtype), padding)
+        self.assertEqual(projection.aliasing_padding(width, dtype), padding)
 
     @parameterized.parameters(True, False)
     def test_fused_and_padded_kernels_give_each_projection(self, with_bias):
@@ -107,11 +108,11 @@ class DecodingProjectionTest(TestCase):
             tf.constant(rng.normal(size=(w,)), tf.float32) if with_bias else None
             for w in (200, 312)
         ]
-        kernel, bias = layers.decoding_projection(kernels, biases, "float32")
+        kernel, bias = projection.decoding_projection(kernels, biases, "float32")
         self.assertEqual(kernel.shape, (8, 528))
         self.assertAllEqual(kernel[:, 512:], np.zeros((8, 16)))
         self.assertEqual(bias is None, not with_bias)
-        parts = layers.project_parts(inputs, kernel, bias, [200, 312])
+        parts = projection.project_parts(inputs, kernel, bias, [200, 312])
         for part, k, b in zip(parts, kernels, biases):
             self.assertAllClose(part, _plain(inputs, k, b), atol=1e-5)
 
