@@ -100,7 +100,8 @@ def decode_utf8(data: bytes, name: str, argument: str = "path") -> str:
     Raises:
         ValueError: if it is not valid UTF-8; the message names `name` and
             the line of the first invalid byte, or says that `data` is
-            UTF-16 or UTF-32 if it starts with that byte-order mark.
+            UTF-16 or UTF-32 if it starts with that byte-order mark; also
+            for a zero byte (UTF-16 or UTF-32 without a mark, if ASCII).
     """
     # UTF-32 first: its little-endian mark starts with UTF-16's.
     for encoding, marks in (
@@ -117,7 +118,7 @@ def decode_utf8(data: bytes, name: str, argument: str = "path") -> str:
     # holds no "\n", so line numbers stay those of the file.
     data = data.removeprefix(codecs.BOM_UTF8)
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data.count(b"\n", 0, error.start) + 1
         raise ValueError(
@@ -126,6 +127,21 @@ def decode_utf8(data: bytes, name: str, argument: str = "path") -> str:
             "Convert the text to UTF-8 (e.g. `iconv -f LATIN1 -t UTF-8`). "
             f"Received: {argument}={name}, line={line}"
         ) from None
+    # UTF-16 or UTF-32 text without a byte-order mark is valid UTF-8 when it
+    # is ASCII: its characters alternate with zero bytes, which would
+    # become sentences of NULs (and an extra line) rather than an error.
+    zero = data.find(b"\x00")
+    if zero >= 0:
+        line = data.count(b"\n", 0, zero) + 1
+        raise ValueError(
+            f"{name} line {line} holds a zero byte (U+0000), which text does "
+            "not. If zero bytes alternate with the characters, the file is "
+            "UTF-16 or UTF-32 without a byte-order mark: convert it to UTF-8 "
+            "(e.g. `iconv -f UTF-16LE -t UTF-8`); otherwise delete the zero "
+            f"bytes (e.g. `tr -d '\\000'`). Received: {argument}={name}, "
+            f"line={line}"
+        )
+    return text
 
 
 def read_file(path: str, what: str, hint: str, argument: str = "path") -> bytes:

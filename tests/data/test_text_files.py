@@ -170,6 +170,22 @@ class TextFilesTest(test_case.TestCase):
         ):
             text_files.read_lines(path)
 
+    @parameterized.parameters("utf-16-le", "utf-16-be", "utf-32-le")
+    def test_utf16_and_utf32_without_a_mark_are_errors(self, encoding):
+        # ASCII in these is valid UTF-8 with zero bytes between the
+        # characters: it used to load as sentences of NULs, plus a line.
+        path = self.write("train.en", "Hello .\nGood day .\n".encode(encoding))
+        with self.assertRaisesRegex(
+            ValueError,
+            f"{path} line 1 holds a zero byte.*UTF-16 or UTF-32 without a "
+            f"byte-order mark.*iconv -f UTF-16LE -t UTF-8.*Received: "
+            f"path={path}, line=1$",
+        ):
+            text_files.read_lines(path)
+        # Standard input (the translate command) alike, at the NUL's line.
+        with self.assertRaisesRegex(ValueError, "standard input line 2 holds a zero"):
+            text_files.split_lines(b"one\ntw\x00o\n", "standard input")
+
     def test_directory_is_named_not_a_traceback(self):
         folder = fixtures.tempdir(self)
         with self.assertRaisesRegex(
