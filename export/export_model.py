@@ -9,7 +9,7 @@ the signatures `serving_default`, `translate_ids` and
 
 The model is `<model_dir>/model.keras`, or `--checkpoint` (several
 comma-separated `.keras` files are averaged, as in the paper's section 6.1);
-the vocabulary is `--vocab`, or the first `*.model` file of `--model_dir`.
+the vocabulary is `--vocab`, or `--model_dir`'s `vocab.model` (or its one `*.model`).
 A user error (a missing file, an existing version, a bad name) ends with one
 `export_model.py: error: ...` line and exit status 1, before any model loads.
 """
@@ -55,7 +55,7 @@ def define_flags(flag_values=FLAGS):
         "vocab",
         None,
         "Sentencepiece model; default: the one beside the --checkpoint "
-        "files (as in their run's directory), else the first *.model in "
+        "files (as in their run's directory), else the vocab.model (or one *.model) in "
         "model_dir.",
         flag_values=flag_values,
     )
@@ -162,7 +162,7 @@ def _check_inputs_outside(path, inputs):
 def default_vocab(model_dir, checkpoints):
     """The vocabulary of the exported model without --vocab: the one of the
     checkpoints' training run, found beside them as `translate` finds it,
-    else the first `*.model` of `model_dir`.
+    else `serving.find_vocab(model_dir)`.
 
     Raises:
         ValueError: if the checkpoints' vocabularies differ, or differ from

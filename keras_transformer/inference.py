@@ -141,8 +141,8 @@ def model_folders(keras_file: str) -> list[str]:
 
 
 def vocab_beside(checkpoint, vocab):
-    """The vocabulary for a `.keras` file: `vocab`, or the first `*.model`
-    file in its directory, or for a checkpoint of a training run
+    """The vocabulary for a `.keras` file: `vocab`, or the one of its
+    directory (`serving.find_vocab`), or for a checkpoint of a training run
     (`<model_dir>/checkpoints/ckpt-<step>.keras`) in the run's directory.
     No other directory is searched: a `*.model` file of an unrelated
     directory above would translate silently wrong."""

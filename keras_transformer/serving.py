@@ -14,6 +14,9 @@ from tensorflow.core.protobuf import saved_model_pb2
 from keras_transformer.checks import is_integer
 from keras_transformer.model import Transformer
 
+# The sentencepiece model a training run writes into its model directory.
+VOCAB_FILE = "vocab.model"
+
 # Signature names of the export (see `export/README.md`).
 DEFAULT_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "translate_ids"
@@ -285,15 +288,29 @@ def load_model(path: str) -> Transformer:
 
 
 def find_vocab(model_dir: str) -> str:
-    """The first `*.model` sentencepiece file of `model_dir` (sorted).
+    """The sentencepiece vocabulary of `model_dir`: the `VOCAB_FILE` that
+    training writes there, else its one `*.model` file.
 
     Raises:
         FileNotFoundError: if there is none.
+        ValueError: if there is no `VOCAB_FILE` and several `*.model` files:
+            taking one of them could translate with the wrong vocabulary.
     """
+    written = os.path.join(model_dir, VOCAB_FILE)
+    if tf.io.gfile.exists(written):
+        return written
     found = sorted(glob.glob(os.path.join(model_dir, "*.model")))
     if not found:
         raise FileNotFoundError(
             "No sentencepiece `*.model` vocabulary in the model directory; "
             f"pass --vocab PATH. Received: model_dir={model_dir}"
+        )
+    if len(found) > 1:
+        names = ", ".join(os.path.basename(path) for path in found)
+        raise ValueError(
+            f"The model directory holds several sentencepiece `*.model` "
+            f"files and no {VOCAB_FILE} (the one training writes), so which "
+            f"vocabulary is the model's is unclear; pass --vocab PATH. "
+            f"Received: model_dir={model_dir}, files={names}"
         )
     return found[0]

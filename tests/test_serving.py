@@ -320,11 +320,24 @@ class ServingHelpersTest(TestCase):
             with self.assertRaisesRegex(ValueError, re.escape(message)):
                 serving.serving_path(*args)
 
-    def test_find_vocab_takes_the_first_model_file(self):
+    def test_find_vocab_takes_the_training_runs_vocabulary(self):
         folder = fixtures.tempdir(self)
-        for name in ("b.model", "a.model", "c.vocab"):
+        # The one training writes, though another `*.model` sorts first.
+        for name in ("bpe.model", serving.VOCAB_FILE, "c.vocab"):
             fixtures.write(os.path.join(folder, name), "x")
-        self.assertEqual(serving.find_vocab(folder), os.path.join(folder, "a.model"))
+        self.assertEqual(
+            serving.find_vocab(folder), os.path.join(folder, serving.VOCAB_FILE)
+        )
+        # Without it: the one `*.model` file, or an error naming them all.
+        os.remove(os.path.join(folder, serving.VOCAB_FILE))
+        self.assertEqual(serving.find_vocab(folder), os.path.join(folder, "bpe.model"))
+        fixtures.write(os.path.join(folder, "a.model"), "x")
+        with self.assertRaisesRegex(
+            ValueError,
+            "several sentencepiece .*no vocab.model.*pass --vocab PATH.*"
+            "files=a.model, bpe.model$",
+        ):
+            serving.find_vocab(folder)
         empty = fixtures.tempdir(self)
         with self.assertRaisesRegex(
             FileNotFoundError,

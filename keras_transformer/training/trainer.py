@@ -23,6 +23,7 @@ import os
 import keras
 import tensorflow as tf
 
+from keras_transformer import serving
 from keras_transformer.config import TransformerConfig
 from keras_transformer.layers.checks import check_positive_int
 from keras_transformer.model import build_transformer
@@ -310,7 +311,7 @@ def run_training(
     run_checks.check_resume_step(start_step, steps_per_checkpoint, train_steps)
     keras.utils.set_random_seed(seed)
     distribution.set_precision(mixed_precision)
-    vocab_path = os.path.join(write_dir, "vocab.model")
+    vocab_path = os.path.join(write_dir, serving.VOCAB_FILE)
     tokenizer = pipeline.load_or_train_tokenizer(
         spec,
         vocab_path,
