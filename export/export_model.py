@@ -252,7 +252,7 @@ def export(
     serving.check_export_path(path, overwrite)
     vocab = vocab or default_vocab(model_dir, checkpoints)
     tokenizer = load_vocab(vocab)
-    checkpoints = checkpoints or [os.path.join(model_dir, "model.keras")]
+    checkpoints = checkpoints or [os.path.join(model_dir, serving.MODEL_FILE)]
     for checkpoint in checkpoints:
         serving.check_model_file(checkpoint)
     if overwrite:

@@ -228,7 +228,7 @@ def load_translator(
                 f"SavedModel {export}",
                 owner=loaded,
             )
-        keras_file = os.path.join(path, "model.keras")
+        keras_file = os.path.join(path, serving.MODEL_FILE)
         if not tf.io.gfile.exists(keras_file):
             raise FileNotFoundError(
                 "The directory holds no model: no model.keras, no "

@@ -14,7 +14,9 @@ from tensorflow.core.protobuf import saved_model_pb2
 from keras_transformer.checks import is_integer
 from keras_transformer.model import Transformer
 
-# The sentencepiece model a training run writes into its model directory.
+# What a training run writes into its model directory: the final model and
+# the sentencepiece vocabulary.
+MODEL_FILE = "model.keras"
 VOCAB_FILE = "vocab.model"
 
 # Signature names of the export (see `export/README.md`).

@@ -6,7 +6,7 @@ import numpy as np
 
 from keras_transformer.commands import same_file
 from keras_transformer.model import Transformer
-from keras_transformer.serving import load_model
+from keras_transformer.serving import MODEL_FILE, load_model
 from keras_transformer.training.callbacks import list_checkpoints
 
 _CHECKPOINT_DIR = "checkpoints"
@@ -95,7 +95,9 @@ def check_output(output: str, model_dir: str) -> None:
     Raises:
         ValueError: if `output` does not end in ".keras" (what evaluation
             and export read), its directory does not exist or is not
-            writable, or it is one of the run's checkpoints.
+            writable, or it is one of the run's checkpoints or its final
+            model (`model.keras`, what translate, evaluate and export read
+            from the run's directory).
     """
     problem = None
     folder = os.path.dirname(os.path.abspath(output))
@@ -109,6 +111,12 @@ def check_output(output: str, model_dir: str) -> None:
         checkpoints = list_checkpoints(os.path.join(model_dir, _CHECKPOINT_DIR))
         if any(same_file(output, path) for _, path in checkpoints):
             problem = "must not be one of the run's checkpoints (it would replace it)"
+        elif same_file(output, os.path.join(model_dir, MODEL_FILE)):
+            problem = (
+                f"must not be the run's final model ({MODEL_FILE}, which it "
+                "would replace); write the average beside it, e.g. "
+                f"{os.path.join(model_dir, 'averaged.keras')}"
+            )
     if problem:
         raise ValueError(f"`output` {problem}. Received: output={output}")
 

@@ -357,7 +357,7 @@ def run_training(
     paths = {
         "log_dir": os.path.join(write_dir, "logs"),
         "checkpoint_dir": os.path.join(write_dir, "checkpoints"),
-        "model_path": os.path.join(write_dir, "model.keras"),
+        "model_path": os.path.join(write_dir, serving.MODEL_FILE),
     }
     nan_stop = callbacks_lib.StopOnNaN()
     bleu = None

@@ -57,6 +57,9 @@ class AveragingTest(TestCase):
             ("avg.h5", "must be a .keras file"),
             ("missing/avg.keras", "must be in an existing directory"),
             ("checkpoints/ckpt-1.keras", "must not be one of the run's checkpoints"),
+            # The run's final model, which translate and export read: it
+            # was replaced silently.
+            ("model.keras", "must not be the run's final model (model.keras"),
         ):
             with self.assertRaisesRegex(ValueError, re.escape(problem)):
                 averaging.check_output(os.path.join(folder, output), folder)
