@@ -54,6 +54,8 @@ def define_flags(flag_values=FLAGS):
     )
 
 
+SUMMARY_FILE = "demo_summary.json"  # in the model directory
+
 EXAMPLES = [
     "The queen works on the seventeenth of November.",
     "When we sleep with a dog, the hungry baker swims in our park.",
@@ -83,6 +85,11 @@ def run_demo(
     from keras_transformer.decoding import translator as translator_lib
     from keras_transformer.training import trainer
 
+    # Checked before training, which takes minutes.
+    export_path = serving.serving_path(
+        export_dir or os.path.join(model_dir, "export"), "transformer", 1
+    )
+    check_export_path(export_path, model_dir)
     result = trainer.run_training(
         TransformerConfig.preset("tiny"),
         data="demo",
@@ -111,12 +118,7 @@ def run_demo(
     scores = evaluation.score(hypotheses, test_references, "de")
 
     # Export, reload as TF Serving would, translate through the export.
-    export_dir = export_dir or os.path.join(model_dir, "export")
-    export_path = serving.export_translator(
-        translator,
-        serving.serving_path(export_dir, "transformer", 1),
-        overwrite=True,
-    )
+    export_path = serving.export_translator(translator, export_path, overwrite=True)
     exported = serving.load_exported(export_path)
     served = translator_lib.translate_texts(
         exported.signatures["serving_default"], EXAMPLES
@@ -139,9 +141,41 @@ def run_demo(
         "hypotheses": hypotheses_path,
         "examples": dict(zip(EXAMPLES, served)),
     }
-    with open(os.path.join(model_dir, "demo_summary.json"), "w") as file:
+    with open(os.path.join(model_dir, SUMMARY_FILE), "w") as file:
         json.dump(summary, file, indent=2, ensure_ascii=False)
     return summary
+
+
+def check_export_path(export_path, model_dir):
+    """Fails unless the demo may write its export at `export_path`: a new
+    version, or one the demo of `model_dir` wrote (its default export
+    directory, or the export its last summary names), which a rerun
+    replaces. A version of anything else is never deleted.
+
+    Raises:
+        FileExistsError: if `export_path` holds a version the demo of
+            `model_dir` did not write, or is a file.
+        NotADirectoryError, PermissionError: if it cannot be created.
+    """
+    from keras_transformer import serving
+
+    own = [os.path.join(model_dir, "export", "transformer", "1")]
+    summary = os.path.join(model_dir, SUMMARY_FILE)
+    if os.path.isfile(summary):
+        try:
+            with open(summary, encoding="utf-8") as file:
+                own.append(json.load(file)["export"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # Not the demo's summary: nothing else is its own.
+    ours = any(os.path.realpath(export_path) == os.path.realpath(p) for p in own)
+    if os.path.isdir(export_path) and not ours:
+        raise FileExistsError(
+            f"{export_path} exists and is not an export of this demo's "
+            "--model_dir; the demo replaces only its own exports. Pass "
+            "another --export_dir, or remove that version. "
+            f"Received: export_dir={os.path.dirname(os.path.dirname(export_path))}"
+        )
+    serving.check_export_path(export_path, overwrite=True)
 
 
 def main(argv, flag_values=FLAGS):
@@ -166,8 +200,9 @@ def main(argv, flag_values=FLAGS):
             flag_values.warmup_steps,
             flag_values.seed,
         )
-    except trainer.USER_ERRORS as error:
-        # As train.py: one line, no TensorFlow traceback.
+    except (*trainer.USER_ERRORS, OSError) as error:
+        # As train.py: one line, no TensorFlow traceback (OSError: an export
+        # directory that cannot be written).
         return fail("demo", error)
     print("\nTranslations through the exported SavedModel:")
     for source, target in summary["examples"].items():

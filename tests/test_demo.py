@@ -2,6 +2,7 @@
 
 import contextlib
 import io
+import json
 import os
 
 from absl import flags
@@ -44,3 +45,47 @@ class DemoFlagsTest(TestCase):
                 self.assertEqual(status, 1)
                 self.assertRegex(stderr.getvalue(), f"^demo: error: .*{message}\\n$")
                 self.assertFalse(os.path.exists(run_dir))
+
+    def test_export_dir_is_checked_before_training_and_never_replaced(self):
+        folder = fixtures.tempdir(self)
+        run_dir = os.path.join(folder, "run")
+        # A TF Serving base directory with a version of someone else's.
+        served = os.path.join(folder, "models")
+        os.makedirs(os.path.join(served, "transformer", "1"))
+        a_file = fixtures.write(os.path.join(folder, "a_file"), "x")
+        for export_dir, message in (
+            (served, "models/transformer/1 exists and is not an export of this demo"),
+            (a_file, "a_file is a file, so the export directory cannot be created"),
+        ):
+            with self.subTest(export_dir=export_dir):
+                stderr = io.StringIO()
+                with contextlib.redirect_stderr(stderr):
+                    status = demo.main(
+                        ["demo"],
+                        parse(f"--model_dir={run_dir}", f"--export_dir={export_dir}"),
+                    )
+                self.assertEqual(status, 1)
+                self.assertRegex(stderr.getvalue(), f"^demo: error: .*{message}.*\\n$")
+                # Nothing trained, nothing deleted.
+                self.assertFalse(os.path.exists(run_dir))
+                self.assertTrue(
+                    os.path.exists(os.path.join(served, "transformer", "1"))
+                )
+
+    def test_a_rerun_replaces_only_the_demos_own_export(self):
+        folder = fixtures.tempdir(self)
+        run_dir = os.path.join(folder, "run")
+        own = os.path.join(folder, "models", "transformer", "1")
+        os.makedirs(own)
+        os.makedirs(run_dir)
+        with self.assertRaises(FileExistsError):
+            demo.check_export_path(own, run_dir)
+        # The default export directory, and the one the last run's summary
+        # names, are the demo's own.
+        demo.check_export_path(
+            os.path.join(run_dir, "export", "transformer", "1"), run_dir
+        )
+        fixtures.write(
+            os.path.join(run_dir, demo.SUMMARY_FILE), json.dumps({"export": own})
+        )
+        demo.check_export_path(own, run_dir)
