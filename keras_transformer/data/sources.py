@@ -303,8 +303,13 @@ def _split_location(spec, split, src_lang):
     folder = os.path.dirname(spec.location)
     extension = os.path.splitext(spec.location)[1] if spec.kind == "tsv" else ""
     probe_suffix = "" if spec.kind == "tsv" else f".{src_lang}"
+    # A processed corpus keeps its marks on every split: `train.tok` has
+    # `dev.tok` (tried before a plain `dev`, which would be the raw text).
+    stem = os.path.basename(spec.location.removesuffix(extension))
+    mark = stem[len("train") :] if stem.startswith("train") else ""
+    names = [name + mark for name in SIBLING_NAMES[split]] if mark else []
     tried = []
-    for name in SIBLING_NAMES[split]:
+    for name in names + list(SIBLING_NAMES[split]):
         candidate = os.path.join(folder, name + extension)
         tried.append(candidate + probe_suffix)
         if tf.io.gfile.exists(candidate + probe_suffix):

@@ -118,6 +118,29 @@ class LoadTextTest(test_case.TestCase):
             (["newstest2014 en 0"], ["newstest2014 de 0"]),
         )
 
+    def test_sibling_splits_keep_the_train_prefixs_marks(self):
+        # train.tok.* with dev.* (raw) and dev.tok.* beside it: the dev
+        # split of a tokenized corpus is dev.tok, not the raw dev.
+        for name in ("train.tok", "dev.tok", "dev"):
+            for lang in ("en", "de"):
+                fixtures.write(self.path(f"{name}.{lang}"), f"{name} {lang}\n")
+        spec = f"text:{self.path('train.tok')}"
+        self.assertEqual(
+            sources.load_pairs(spec, "dev", "en", "de"),
+            (["dev.tok en"], ["dev.tok de"]),
+        )
+        # Without a marked one, the plain names as before.
+        self.assertEqual(
+            sources.load_pairs(spec, "test", "en", "de")[0], ["newstest2014 en 0"]
+        )
+        fixtures.write(self.path("train.bpe.tsv"), "a\tb\n")
+        fixtures.write(self.path("test.bpe.tsv"), "c\td\n")
+        fixtures.write(self.path("test.tsv"), "e\tf\n")
+        self.assertEqual(
+            sources.load_pairs(f"tsv:{self.path('train.bpe.tsv')}", "test", "en", "de"),
+            (["c"], ["d"]),
+        )
+
     def test_reverse_direction(self):
         sources_, targets = sources.load_pairs(
             f"text:{self.path('train')}", "train", "de", "en"
