@@ -45,7 +45,14 @@ def main(argv):
     try:
         path = FLAGS.model
         if os.path.isdir(path):
-            path = os.path.join(path, "model.keras")
+            if inference.export_path(path):
+                raise ValueError(
+                    "plot_attention reads the Keras model (a training "
+                    "directory or a .keras file); a SavedModel export holds "
+                    "the decoding graph, not the layers' attention. "
+                    f"Received: model={path}"
+                )
+            path = os.path.join(path, serving.MODEL_FILE)
         model = serving.load_model(path)
         tokenizer = SubwordTokenizer.from_file(
             inference.vocab_beside(path, FLAGS.vocab)

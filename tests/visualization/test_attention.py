@@ -1,11 +1,14 @@
-"""Tests of the attention maps and their pictures."""
+"""Tests of the attention maps, their pictures and the plot_attention command."""
 
+import contextlib
+import io
 import os
 import re
 
 import numpy as np
+from absl.testing import flagsaver
 
-from keras_transformer import build_transformer
+from keras_transformer import build_transformer, plot_attention
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.visualization import attention
 from tests.data import fixtures
@@ -147,3 +150,25 @@ class AttentionMapsTest(TestCase):
             self.model, self.tokenizer, "The cat.", target_ids
         )
         self.assertLen(maps.target, len(target_ids))
+
+
+class PlotAttentionCommandTest(TestCase):
+    def test_a_saved_model_is_named_not_a_missing_model_keras(self):
+        # It used to say "No model file at ... /1/model.keras".
+        folder = fixtures.tempdir(self)
+        version = os.path.join(folder, "transformer", "1")
+        os.makedirs(version)
+        fixtures.write(os.path.join(version, "saved_model.pb"), b"")
+        for model in (os.path.join(folder, "transformer"), version):
+            stderr = io.StringIO()
+            with flagsaver.flagsaver(), contextlib.redirect_stderr(stderr):
+                plot_attention.FLAGS(
+                    ["plot_attention", f"--model={model}", "--sentence=Hello ."]
+                )
+                status = plot_attention.main(["plot_attention"])
+            self.assertEqual(status, 1)
+            self.assertRegex(
+                stderr.getvalue(),
+                "^plot_attention: error: plot_attention reads the Keras model.*"
+                f"a SavedModel export.*Received: model={re.escape(model)}\n$",
+            )
