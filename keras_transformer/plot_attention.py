@@ -18,22 +18,31 @@ from absl import app, flags
 from keras_transformer.commands import fail
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model", None, "Training directory or .keras file.")
-flags.DEFINE_string(
-    "vocab", None, "Sentencepiece model (default: found beside the model)."
-)
-flags.DEFINE_string("sentence", None, "The source sentence.")
-flags.DEFINE_integer(
-    "layer",
-    -1,
-    "Layer number, from 1 (bottom) to N, as in the file names and titles; "
-    "negative counts from the top (-1 = the top layer).",
-)
-flags.DEFINE_string("output_dir", "attention_plots", "Where the PNGs go.")
-flags.mark_flags_as_required(["model", "sentence"])
 
 
-def main(argv):
+def define_flags(flag_values=FLAGS):
+    """Defines the command's flags on `flag_values` (when run as a script:
+    on absl's global flags, where another command's would clash)."""
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_string("model", None, "Training directory or .keras file.", **fv)
+    flags.DEFINE_string(
+        "vocab", None, "Sentencepiece model (default: found beside the model).", **fv
+    )
+    flags.DEFINE_string("sentence", None, "The source sentence.", **fv)
+    flags.DEFINE_integer(
+        "layer",
+        -1,
+        "Layer number, from 1 (bottom) to N, as in the file names and titles; "
+        "negative counts from the top (-1 = the top layer).",
+        **fv,
+    )
+    flags.DEFINE_string("output_dir", "attention_plots", "Where the PNGs go.", **fv)
+    flags.mark_flags_as_required(["model", "sentence"], **fv)
+
+
+def main(argv, flag_values=FLAGS):
+    """Saves the plots the flags ask for; returns the exit status (1 after
+    a user error, printed as one line)."""
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     import tensorflow as tf
@@ -43,7 +52,7 @@ def main(argv):
     from keras_transformer.visualization import attention
 
     try:
-        path = FLAGS.model
+        path = flag_values.model
         if os.path.isdir(path):
             if inference.export_path(path):
                 raise ValueError(
@@ -55,13 +64,15 @@ def main(argv):
             path = os.path.join(path, serving.MODEL_FILE)
         model = serving.load_model(path)
         tokenizer = SubwordTokenizer.from_file(
-            inference.vocab_beside(path, FLAGS.vocab)
+            inference.vocab_beside(path, flag_values.vocab)
         )
         # Checked before the slow part, so a bad flag fails at once.
-        attention.layer_number(model.config.num_layers, FLAGS.layer)
-        attention.check_output_dir(FLAGS.output_dir)
-        maps = attention.attention_maps(model, tokenizer, FLAGS.sentence)
-        for output in attention.save_layer_plots(maps, FLAGS.layer, FLAGS.output_dir):
+        attention.layer_number(model.config.num_layers, flag_values.layer)
+        attention.check_output_dir(flag_values.output_dir)
+        maps = attention.attention_maps(model, tokenizer, flag_values.sentence)
+        for output in attention.save_layer_plots(
+            maps, flag_values.layer, flag_values.output_dir
+        ):
             print(output)
     except (ValueError, OSError, TypeError, tf.errors.OpError) as error:
         # User errors: one line, no traceback. The tf.errors come from an
@@ -72,4 +83,5 @@ def main(argv):
 
 
 if __name__ == "__main__":
+    define_flags()
     app.run(main)

@@ -6,7 +6,7 @@ import os
 import re
 
 import numpy as np
-from absl.testing import flagsaver
+from absl import flags
 
 from keras_transformer import build_transformer, plot_attention
 from keras_transformer.decoding.translator import Translator
@@ -161,11 +161,11 @@ class PlotAttentionCommandTest(TestCase):
         fixtures.write(os.path.join(version, "saved_model.pb"), b"")
         for model in (os.path.join(folder, "transformer"), version):
             stderr = io.StringIO()
-            with flagsaver.flagsaver(), contextlib.redirect_stderr(stderr):
-                plot_attention.FLAGS(
-                    ["plot_attention", f"--model={model}", "--sentence=Hello ."]
-                )
-                status = plot_attention.main(["plot_attention"])
+            flag_values = flags.FlagValues()
+            plot_attention.define_flags(flag_values)
+            flag_values(["plot_attention", f"--model={model}", "--sentence=Hello ."])
+            with contextlib.redirect_stderr(stderr):
+                status = plot_attention.main(["plot_attention"], flag_values)
             self.assertEqual(status, 1)
             self.assertRegex(
                 stderr.getvalue(),
