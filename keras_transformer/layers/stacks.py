@@ -230,6 +230,11 @@ class TransformerDecoder(_Stack):
             for layer in self.sublayers
         ]
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # As in its layers: the target's Keras mask carries over.
+        self.supports_masking = True
+
     def call(
         self,
         inputs,

@@ -8,6 +8,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_transformer import tokens
+from keras_transformer.layers.masks import keras_mask
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -34,7 +35,9 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         sample_weight: optional weights [B] (per sentence) or [B, T] (per
             token), e.g. of `model.fit(..., sample_weight=...)`: they weight
             each token in the sum and in the token count, so ones change
-            nothing and zeros remove tokens.
+            nothing and zeros remove tokens. A Keras mask on `y_pred` (e.g.
+            of `ScaledEmbedding(mask_zero=True)` through the decoder)
+            removes the tokens it masks, as in Keras's losses.
 
     Returns:
         The mean smoothed cross-entropy per real target token (a scalar),
@@ -59,19 +62,18 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         self.pad_id = pad_id
 
     def __call__(self, y_true, y_pred, sample_weight=None):
-        if sample_weight is None:
-            return super().__call__(y_true, y_pred)
-        # Keras's `Loss.__call__` would scale the token mean that `call`
-        # returns by each weight and sum them (B times the loss for ones);
-        # the weights weight tokens instead.
+        # Keras's `Loss.__call__` would multiply the token mean that `call`
+        # returns by each weight, or by each unmasked position of a Keras
+        # mask on the logits, and sum the products (B or B * T times the
+        # loss for weights of one). Here weights and mask weight tokens.
         with keras.name_scope(self.name):
-            return self.call(y_true, y_pred, sample_weight)
+            return self.call(y_true, y_pred, sample_weight, keras_mask(y_pred))
 
-    def call(self, y_true, y_pred, sample_weight=None):
+    def call(self, y_true, y_pred, sample_weight=None, mask=None):
         labels = ops.cast(y_true, "int32")
         logits = ops.cast(y_pred, "float32")
         per_token = smoothed_token_losses(labels, logits, self.label_smoothing)
-        weights = token_weights(labels, self.pad_id, sample_weight)
+        weights = token_weights(labels, self.pad_id, sample_weight, mask)
         total = ops.sum(per_token * weights)
         num_tokens = ops.sum(weights)
         replica_context = tf.distribute.get_replica_context()
@@ -87,14 +89,17 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         }
 
 
-def token_weights(labels, pad_id, sample_weight=None):
+def token_weights(labels, pad_id, sample_weight=None, mask=None):
     """float32 weights [B, T] of the tokens of `labels` [B, T]: 0 at
-    `pad_id`, else 1 times `sample_weight` [B] or [B, T] when given.
+    `pad_id` and where the Keras `mask` [B, T] is False, else 1 times
+    `sample_weight` [B] or [B, T] when given.
 
     Raises:
         ValueError: if `sample_weight` is neither [B] nor [B, T].
     """
     weights = ops.cast(ops.not_equal(labels, pad_id), "float32")
+    if mask is not None:
+        weights *= ops.cast(mask, "float32")
     if sample_weight is None:
         return weights
     sample_weight = ops.cast(sample_weight, "float32")

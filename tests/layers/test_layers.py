@@ -399,6 +399,18 @@ class KerasMaskTest(TestCase):
                 decoder(self.target, memory=memory, memory_mask=padding),
             )
 
+    def test_decoder_stacks_keep_the_targets_mask(self):
+        # The stack used to warn that it destroys the mask (while its last
+        # layer's output kept it).
+        target = tf.constant(self.target)
+        target._keras_mask = tf.constant([[True, True, False], [True, False, False]])
+        memory = self.embedding(self.source)
+        decoder = layers.TransformerDecoder(num_layers=1, num_heads=2, d_ff=16)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            outputs = decoder(target, memory=memory)
+        self.assertAllEqual(outputs._keras_mask, target._keras_mask)
+
     def test_functional_model_with_a_masking_embedding(self):
         source = keras.Input((None,), dtype="int32")
         target = keras.Input((None, 8))

@@ -121,6 +121,33 @@ class LabelSmoothedCrossEntropyTest(TestCase):
         with self.assertRaisesRegex(ValueError, "sample_weight.shape="):
             loss(self.labels, self.logits, sample_weight=np.ones((3, 5, 1)))
 
+    def test_a_keras_mask_on_the_logits_weights_tokens(self):
+        # E.g. the logits of `ScaledEmbedding(mask_zero=True)` reversed after
+        # a decoder: Keras's `Loss.__call__` multiplied the token mean by
+        # each unmasked position and summed (the loss ~B * T times too big).
+        loss = LabelSmoothedCrossEntropy(0.1)
+        mask = np.ones((3, 5), bool)
+        mask[1, 2:] = False
+        logits = tf.constant(self.logits)
+        logits._keras_mask = tf.constant(mask)
+        self.assertAllClose(
+            float(loss(self.labels, logits)),
+            reference_loss(self.labels, self.logits, 0.1, token_weights=mask),
+            rtol=1e-5,
+        )
+        # With sample weights: both.
+        per_sentence = np.array([1.0, 0.5, 1.0], "float32")
+        self.assertAllClose(
+            float(loss(self.labels, logits, sample_weight=per_sentence)),
+            reference_loss(
+                self.labels,
+                self.logits,
+                0.1,
+                token_weights=mask * per_sentence[:, None],
+            ),
+            rtol=1e-5,
+        )
+
     def test_sample_weights_in_fit_weight_tokens(self):
         # What `model.fit/evaluate(..., sample_weight=[B])` computes: a
         # model whose logits are its inputs, compiled with the loss and the
