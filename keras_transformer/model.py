@@ -24,7 +24,13 @@ class _StepMean(keras.metrics.Mean):
     """
 
     def update_state(self, values, sample_weight=None):
-        super().update_state(values)
+        del sample_weight  # Unweighted, as above.
+        # A count of one that waits for the loss. A constant one would run
+        # without it, so at the call where a dataset of unknown length runs
+        # out (without XLA) it counted a step with no loss.
+        with tf.control_dependencies([values]):
+            one = tf.ones_like(values)
+        super().update_state(values, sample_weight=one)
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -10,6 +10,7 @@ from keras_transformer import Transformer, TransformerConfig, build_transformer
 from keras_transformer import config as config_lib
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.tokens import BOS_ID, EOS_ID
+from keras_transformer.training import LabelSmoothedCrossEntropy
 from tests.data import fixtures
 from tests.test_case import TestCase
 
@@ -218,6 +219,31 @@ class TransformerModelTest(TestCase):
         self.assertAllEqual(
             self.call(model, source, target), self.call(restored, source, target)
         )
+
+    def test_logged_loss_is_the_mean_of_the_steps_on_a_dataset_of_unknown_length(
+        self,
+    ):
+        # Without XLA, the call where the dataset runs out counted a step of
+        # loss 0 (the tracker's count did not wait for the loss): 3 batches
+        # logged 3/4 of their mean, as `keras_transformer.data`'s pipelines
+        # all have unknown length.
+        rng = np.random.default_rng(0)
+        batches = []
+        for batch, source_length, target_length in ((3, 6, 5), (2, 9, 7), (4, 4, 3)):
+            source = rng.integers(4, 40, (batch, source_length), "int32")
+            target = rng.integers(4, 40, (batch, target_length), "int32")
+            batches.append(({"source_ids": source, "target_ids": target}, target))
+        ids = tf.TensorSpec([None, None], tf.int32)
+        dataset = tf.data.Dataset.from_generator(
+            lambda: iter(batches),
+            output_signature=({"source_ids": ids, "target_ids": ids}, ids),
+        )
+        self.assertEqual(int(dataset.cardinality()), tf.data.UNKNOWN_CARDINALITY)
+        model = build_transformer(tiny_config())
+        loss = LabelSmoothedCrossEntropy(0.1)
+        expected = np.mean([float(loss(y, model(x))) for x, y in batches])
+        model.compile(optimizer="adam", loss=loss, jit_compile=False)
+        self.assertAllClose(model.evaluate(dataset, verbose=0), expected, rtol=1e-5)
 
     def test_get_config_from_config_round_trip(self):
         model = build_transformer(tiny_config(share_embeddings="target"))
