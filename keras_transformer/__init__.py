@@ -10,6 +10,10 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # is imported first; TF_ENABLE_ONEDNN_OPTS=0 keeps TensorFlow's kernels.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
+# `training` registers the optimizer, schedule, loss and metrics with Keras,
+# so that a compiled `.keras` file (training's) loads with
+# `keras.saving.load_model` after `import keras_transformer` alone.
+from keras_transformer import training
 from keras_transformer.config import TransformerConfig
 from keras_transformer.model import (
     Transformer,

@@ -1,4 +1,6 @@
 import os
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -10,7 +12,11 @@ from keras_transformer import Transformer, TransformerConfig, build_transformer
 from keras_transformer import config as config_lib
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.tokens import BOS_ID, EOS_ID
-from keras_transformer.training import LabelSmoothedCrossEntropy
+from keras_transformer.training import (
+    LabelSmoothedCrossEntropy,
+    MaskedTokenAccuracy,
+    transformer_optimizer,
+)
 from tests.data import fixtures
 from tests.test_case import TestCase
 
@@ -187,6 +193,39 @@ class TransformerModelTest(TestCase):
         self.assertEqual(restored.config, model.config)
         self.assertAllEqual(
             self.call(model, source, target), self.call(restored, source, target)
+        )
+
+    def test_compiled_keras_file_loads_after_importing_the_package_alone(self):
+        # As training's `model.keras`: its optimizer, schedule, loss and
+        # metrics are the package's. They used to be registered only by
+        # importing `keras_transformer.training` ("Could not locate class
+        # 'FusedAdam'").
+        model = build_transformer(tiny_config())
+        model.compile(
+            optimizer=transformer_optimizer(32, warmup_steps=10),
+            loss=LabelSmoothedCrossEntropy(0.1),
+            metrics=[MaskedTokenAccuracy()],
+        )
+        model.optimizer.build(model.trainable_variables)
+        path = os.path.join(self.get_temp_dir(), "compiled.keras")
+        model.save(path)
+        script = (
+            "import keras, keras_transformer, sys; "
+            "m = keras.saving.load_model(sys.argv[1]); "
+            "print(type(m.optimizer).__name__, type(m.loss).__name__, "
+            "m.optimizer.get_config()['learning_rate']['class_name'])"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", script, path],
+            capture_output=True,
+            text=True,
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+            check=False,
+        )
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        self.assertEqual(
+            result.stdout.split(),
+            ["FusedAdam", "LabelSmoothedCrossEntropy", "TransformerSchedule"],
         )
 
     def test_dtype_policy_applies_to_the_model_and_all_its_layers(self):
