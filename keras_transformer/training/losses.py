@@ -30,7 +30,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         name: loss name.
 
     Call arguments:
-        y_true: int labels [B, T].
+        y_true: int labels [B, T] (or [B, T, 1]).
         y_pred: float logits [B, T, V].
         sample_weight: optional weights [B] (per sentence) or [B, T] (per
             token), e.g. of `model.fit(..., sample_weight=...)`: they weight
@@ -70,7 +70,7 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
             return self.call(y_true, y_pred, sample_weight, keras_mask(y_pred))
 
     def call(self, y_true, y_pred, sample_weight=None, mask=None):
-        labels = ops.cast(y_true, "int32")
+        labels = token_labels(y_true, y_pred)
         logits = ops.cast(y_pred, "float32")
         per_token = smoothed_token_losses(labels, logits, self.label_smoothing)
         weights = token_weights(labels, self.pad_id, sample_weight, mask)
@@ -87,6 +87,15 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
             "label_smoothing": self.label_smoothing,
             "pad_id": self.pad_id,
         }
+
+
+def token_labels(y_true, y_pred):
+    """int32 labels [B, T] from `y_true` [B, T], or [B, T, 1] as Keras's
+    sparse cross-entropy also takes, for logits `y_pred` [B, T, V]."""
+    labels = ops.cast(y_true, "int32")
+    if len(labels.shape) == len(y_pred.shape) and labels.shape[-1] == 1:
+        labels = ops.squeeze(labels, axis=-1)
+    return labels
 
 
 def token_weights(labels, pad_id, sample_weight=None, mask=None):

@@ -8,7 +8,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_transformer import tokens
-from keras_transformer.training.losses import token_weights
+from keras_transformer.training.losses import token_labels, token_weights
 
 
 class _MaskedTokenMean(keras.metrics.Metric):
@@ -29,7 +29,7 @@ class _MaskedTokenMean(keras.metrics.Metric):
         raise NotImplementedError
 
     def update_state(self, y_true, y_pred, sample_weight=None):
-        labels = ops.cast(y_true, "int32")
+        labels = token_labels(y_true, y_pred)
         weights = token_weights(labels, self.pad_id, sample_weight)
         values = self.token_values(labels, ops.cast(y_pred, "float32"))
         self.total.assign_add(ops.sum(values * weights))

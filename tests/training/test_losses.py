@@ -148,6 +148,20 @@ class LabelSmoothedCrossEntropyTest(TestCase):
             rtol=1e-5,
         )
 
+    def test_labels_with_a_last_axis_of_one_as_in_keras(self):
+        # Keras's sparse cross-entropy takes [B, T, 1] labels; this loss
+        # failed with a GatherV2 rank error.
+        loss = LabelSmoothedCrossEntropy(0.1)
+        self.assertAllClose(
+            float(loss(self.labels[..., None], self.logits)),
+            float(loss(self.labels, self.logits)),
+        )
+        accuracy = MaskedTokenAccuracy()
+        accuracy.update_state(self.labels[..., None], self.logits)
+        expected = MaskedTokenAccuracy()
+        expected.update_state(self.labels, self.logits)
+        self.assertAllClose(accuracy.result(), expected.result())
+
     def test_sample_weights_in_fit_weight_tokens(self):
         # What `model.fit/evaluate(..., sample_weight=[B])` computes: a
         # model whose logits are its inputs, compiled with the loss and the
