@@ -1,6 +1,7 @@
 """Frozen model configs: the paper's base and big models, Table 3 rows, tiny."""
 
 import dataclasses
+import math
 
 from keras_transformer import tokens
 from keras_transformer.checks import is_integer, is_real
@@ -86,11 +87,15 @@ class TransformerConfig:
             "d_model",
             "d_ff",
             "num_heads",
-            "max_length",
             "key_dim",
             "value_dim",
         ):
             self._check_int(name)
+        self._check_int(
+            "max_length",
+            minimum=2,
+            reason=" (a sentence holds a token and EOS, a target BOS and a token)",
+        )
         if (self.key_dim is None or self.value_dim is None) and (
             self.d_model % self.num_heads
         ):
@@ -127,7 +132,9 @@ class TransformerConfig:
                 f"Received: source_vocab_size={self.source_vocab_size}, "
                 f"vocab_size={self.vocab_size}"
             )
-        self._check_float("layer_norm_epsilon", "a positive number", lambda x: x > 0)
+        self._check_float(
+            "layer_norm_epsilon", "a positive finite number", lambda x: 0 < x < math.inf
+        )
 
     def _check_int(self, name, minimum=1, reason=""):
         """Checks an int field (None is allowed for the optional ones)."""

@@ -117,7 +117,7 @@ class TransformerConfigTest(TestCase):
             "str_epsilon",
             "layer_norm_epsilon",
             "1e-6",
-            "a positive number",
+            "a positive finite number",
             "'1e-6' (str)",
         ),
     )
@@ -131,8 +131,15 @@ class TransformerConfigTest(TestCase):
         cases = [
             ("dropout", 1.0, "a number in [0, 1)"),
             ("attention_dropout", -0.1, "a number in [0, 1)"),
-            ("layer_norm_epsilon", 0, "a positive number"),
-            ("max_length", 0, "a positive integer"),
+            ("layer_norm_epsilon", 0, "a positive finite number"),
+            # The layers rejected it only when built.
+            ("layer_norm_epsilon", float("inf"), "a positive finite number"),
+            (
+                "max_length",
+                1,
+                "an integer >= 2 (a sentence holds a token and EOS, a target "
+                "BOS and a token)",
+            ),
         ]
         for name, value, expected in cases:
             message = f"`{name}` must be {expected}. Received: {name}={value}"
