@@ -34,6 +34,17 @@ _LENGTH_BUCKET = 16
 
 _STRINGS = tf.TensorSpec([None], tf.string, name="inputs")
 _IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
+# The input signatures of `Translator`'s `tf.function`s (the SavedModel's).
+_SIGNATURES = {
+    "translate": [_STRINGS],
+    "translate_with_options": [
+        _STRINGS,
+        tf.TensorSpec([], tf.float32, name="alpha"),
+        tf.TensorSpec([], tf.int32, name="length_offset"),
+        tf.TensorSpec([], tf.int32, name="num_hypotheses"),
+    ],
+    "translate_ids": [_IDS],
+}
 
 
 # Outputs of the string signatures with one entry per hypothesis.
@@ -174,12 +185,20 @@ class Translator(tf.Module):
         self.max_length = config.max_length
         # The source needs one position for EOS.
         self.max_input_length = config.max_length - 1
+        # The three entry points as `tf.function`s of this instance. As
+        # methods decorated with `tf.function` they would hold it weakly, and
+        # `Translator(model, tokenizer).translate(...)` would lose it during
+        # the call.
+        for method, signature in _SIGNATURES.items():
+            function = tf.function(
+                getattr(self, method), input_signature=signature, autograph=False
+            )
+            setattr(self, method, function)
 
     @property
     def model(self):
         return self._holder.model
 
-    @tf.function(input_signature=[_STRINGS], autograph=False)
     def translate(self, inputs):
         """Translates sentences with the default decoding settings.
 
@@ -199,15 +218,6 @@ class Translator(tf.Module):
             results[key] = results[key][:, 0]
         return results
 
-    @tf.function(
-        input_signature=[
-            _STRINGS,
-            tf.TensorSpec([], tf.float32, name="alpha"),
-            tf.TensorSpec([], tf.int32, name="length_offset"),
-            tf.TensorSpec([], tf.int32, name="num_hypotheses"),
-        ],
-        autograph=False,
-    )
     def translate_with_options(self, inputs, alpha, length_offset, num_hypotheses):
         """Translates with request-time decoding settings and n-best lists.
 
@@ -256,7 +266,6 @@ class Translator(tf.Module):
             results[key] = results[key][:, :num_hypotheses]
         return results
 
-    @tf.function(input_signature=[_IDS], autograph=False)
     def translate_ids(self, source_ids):
         """Translates token ids, for clients that tokenize themselves.
 

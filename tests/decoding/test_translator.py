@@ -80,6 +80,25 @@ class TranslatorTest(TestCase):
         self.assertEqual(result["lengths"][0], len(expected))
         self.assertAllEqual(result["output_ids"][0, : len(expected)], expected)
 
+    def test_a_temporary_translator_translates(self):
+        # Its tf.functions used to hold it weakly: the instance was freed
+        # during the call ("'NoneType' object has no attribute").
+        model, tokenizer = tiny_model(), fixtures.tokenizer()
+        strings = tf.constant(SENTENCES)
+        expected = numpy(Translator(model, tokenizer, name="kept").translate(strings))
+        for method, inputs in (
+            ("translate", (strings,)),
+            ("translate_with_options", (strings, 0.6, 50, 1)),
+            ("translate_ids", (tokenizer.tokenize(strings).to_tensor(),)),
+        ):
+            with self.subTest(method=method):
+                results = getattr(Translator(model, tokenizer), method)(*inputs)
+                self.assertIn("scores", results)
+        self.assertAllEqual(
+            numpy(Translator(model, tokenizer).translate(strings))["outputs"],
+            expected["outputs"],
+        )
+
     def test_translate_equals_translate_ids_on_tokenized_input(self):
         translator = tiny_translator()
         strings = tf.constant(SENTENCES)
