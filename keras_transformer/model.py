@@ -33,6 +33,11 @@ class _StepMean(keras.metrics.Mean):
         super().update_state(values, sample_weight=one)
 
 
+# The training step's settings beyond `compile`'s (see `train_step`), with
+# their values for a model that `compile_for_training` did not compile.
+_STEP_SETTINGS = {"gradient_accumulation_steps": 1, "replica_jit_compile": False}
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class Transformer(keras.Model):
     """The paper's Transformer, built as a functional model from a config.
@@ -367,10 +372,27 @@ class Transformer(keras.Model):
         # listed among the model's other metrics (a second "loss").
         object.__setattr__(self, "_loss_tracker", _StepMean(name="loss"))
 
+    def get_compile_config(self):
+        """`keras.Model.get_compile_config`, with the step's settings that
+        `training.trainer.compile_for_training` sets beside `compile`."""
+        config = super().get_compile_config()
+        if config:
+            for name, default in _STEP_SETTINGS.items():
+                config[name] = getattr(self, name, default)
+        return config
+
     def compile_from_config(self, config):
         """Compiles a loaded model as `keras.Model.compile_from_config`
-        does, which skips a model whose `compile` is overridden."""
+        does, which skips a model whose `compile` is overridden, and
+        restores the step's settings (a model saved while accumulating
+        gradients takes the grouped batches again)."""
+        config = dict(config)
+        settings = {
+            name: config.pop(name, default) for name, default in _STEP_SETTINGS.items()
+        }
         self.compile(**keras.saving.deserialize_keras_object(config))
+        for name, value in settings.items():
+            setattr(self, name, value)
         if self.built:
             # Adam's moments now, so that the saved ones load into them.
             self.optimizer.build(self.trainable_variables)

@@ -1,6 +1,7 @@
 """Tests of gradient accumulation (`training/accumulation.py`)."""
 
 import functools
+import os
 
 import keras
 import numpy as np
@@ -111,6 +112,27 @@ class AccumulationTest(TestCase):
         self.assertEqual(callbacks_lib.current_step(model), 1)
         moved = [np.any(a != b) for a, b in zip(initial, model.get_weights())]
         self.assertGreater(sum(moved), len(moved) // 2)
+
+    def test_a_saved_model_accumulates_again_when_loaded(self):
+        # The settings lived beside `compile` only: the loaded model took a
+        # grouped element as one batch (a Keras input shape error), and
+        # compiling it again would have reset the optimizer.
+        config = tiny_config(dropout=0.0, attention_dropout=0.0)
+        model = compiled(config, build_transformer(config).get_weights(), 2)
+        data = tf.data.Dataset.from_tensors(
+            group(split_batch(*global_batch(batch_size=7), (1, 6)))
+        )
+        model.fit(data, verbose=0)
+        path = os.path.join(self.get_temp_dir(), "model.keras")
+        model.save(path)
+        loaded = keras.saving.load_model(path)
+        self.assertEqual(loaded.gradient_accumulation_steps, 2)
+        self.assertFalse(loaded.replica_jit_compile)
+        loaded.fit(data, verbose=0)
+        model.fit(data, verbose=0)
+        self.assertEqual(callbacks_lib.current_step(loaded), 2)
+        for got, want in zip(loaded.get_weights(), model.get_weights()):
+            self.assertAllClose(got, want, atol=1e-6)
 
     def test_ungrouped_batches_are_refused(self):
         config = tiny_config()
