@@ -86,9 +86,7 @@ def run_demo(
     from keras_transformer.training import trainer
 
     # Checked before training, which takes minutes.
-    export_path = serving.serving_path(
-        export_dir or os.path.join(model_dir, "export"), "transformer", 1
-    )
+    export_path = demo_export_path(model_dir, export_dir)
     check_export_path(export_path, model_dir)
     result = trainer.run_training(
         TransformerConfig.preset("tiny"),
@@ -146,6 +144,15 @@ def run_demo(
     return summary
 
 
+def demo_export_path(model_dir, export_dir=None):
+    """The version directory the demo exports to: version 1 of model
+    "transformer" under `export_dir`, by default `<model_dir>/export`."""
+    from keras_transformer import serving
+
+    base = export_dir or os.path.join(model_dir, "export")
+    return serving.serving_path(base, "transformer", 1)
+
+
 def check_export_path(export_path, model_dir):
     """Fails unless the demo may write its export at `export_path`: a new
     version, or one the demo of `model_dir` wrote (its default export
@@ -159,7 +166,7 @@ def check_export_path(export_path, model_dir):
     """
     from keras_transformer import serving
 
-    own = [os.path.join(model_dir, "export", "transformer", "1")]
+    own = [demo_export_path(model_dir)]
     summary = os.path.join(model_dir, SUMMARY_FILE)
     if os.path.isfile(summary):
         try:
