@@ -8,6 +8,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_transformer import tokens
+from keras_transformer.layers.masks import keras_mask
 from keras_transformer.training.losses import token_labels, token_weights
 
 
@@ -17,6 +18,8 @@ class _MaskedTokenMean(keras.metrics.Metric):
     `update_state(y_true, y_pred, sample_weight)` takes optional weights [B]
     (per sentence) or [B, T] (per token); zeros remove tokens from the mean.
     (`model.fit` passes its `sample_weight` to `weighted_metrics` only.)
+    A Keras mask on the logits removes its False positions too, as in
+    Keras's own metrics and `LabelSmoothedCrossEntropy`.
     """
 
     def __init__(self, pad_id=tokens.PAD_ID, name=None, dtype="float32"):
@@ -30,7 +33,7 @@ class _MaskedTokenMean(keras.metrics.Metric):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         labels = token_labels(y_true, y_pred)
-        weights = token_weights(labels, self.pad_id, sample_weight)
+        weights = token_weights(labels, self.pad_id, sample_weight, keras_mask(y_pred))
         values = self.token_values(labels, ops.cast(y_pred, "float32"))
         self.total.assign_add(ops.sum(values * weights))
         self.count.assign_add(ops.sum(weights))

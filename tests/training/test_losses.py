@@ -212,6 +212,24 @@ class MetricsTest(TestCase):
         metric.update_state(labels, logits)
         self.assertAllClose(float(metric.result()), 0.5)
 
+    def test_a_keras_mask_on_the_logits_removes_tokens(self):
+        # As the loss does, and Keras's own metrics: a masked position
+        # counted in accuracy and perplexity before.
+        rng = np.random.default_rng(3)
+        logits = rng.normal(size=(3, 4, 5)).astype("float32")
+        labels = rng.integers(1, 5, size=(3, 4)).astype("int32")
+        mask = np.ones((3, 4), bool)
+        mask[1, 2:] = False
+        masked = tf.constant(logits)
+        masked._keras_mask = tf.constant(mask)
+        for metric in (MaskedTokenAccuracy(), Perplexity()):
+            expected = metric(labels, logits, sample_weight=mask.astype("float32"))
+            metric.reset_state()
+            self.assertAllClose(metric(labels, masked), expected)
+            metric.reset_state()
+            unmasked = metric(labels, logits)
+            self.assertNotAllClose(expected, unmasked)
+
     def test_perplexity_is_exp_of_mean_nll(self):
         rng = np.random.default_rng(1)
         logits = rng.normal(size=(2, 3, 5)).astype("float32")
