@@ -328,7 +328,8 @@ class BleuEvaluator(keras.callbacks.Callback):
         target_lang: target language (for the tokenized BLEU).
         every_steps: evaluate when the step is a multiple of this (checked
             at epoch ends), and at the end of training.
-        final_step: the last step of the run (always evaluated).
+        final_step: the last step of the run (always evaluated, also by a
+            rerun of a finished run, which trains no epoch).
     """
 
     def __init__(
@@ -355,16 +356,31 @@ class BleuEvaluator(keras.callbacks.Callback):
         self.final_step = final_step
         self.last_scores = None
         self._last_evaluated = None
+        self._trained = False
+
+    def on_train_begin(self, logs=None):
+        self._trained = False
 
     def on_epoch_end(self, epoch, logs=None):
-        from keras_transformer import evaluation
-
+        self._trained = True
         step = current_step(self.model)
         due = step % self.every_steps == 0 or step >= self.final_step
         if not due or step == self._last_evaluated:
             return
         if not finite_interval(self.model, logs):
             return
+        self._evaluate(step, logs)
+
+    def on_train_end(self, logs=None):
+        # A rerun of a finished run trains no epoch: its final model is
+        # still scored once, so that the rerun reports its dev BLEU too.
+        step = current_step(self.model)
+        if not self._trained and step >= self.final_step:
+            self._evaluate(step, logs)
+
+    def _evaluate(self, step, logs):
+        from keras_transformer import evaluation
+
         hypotheses = self.translate_fn(self.sources)
         self.last_scores = evaluation.score(
             hypotheses, self.references, self.target_lang

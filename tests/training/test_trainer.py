@@ -249,11 +249,17 @@ class TrainerTest(TestCase):
             keras.saving.load_model(straight.model_path).get_weights(),
         ):
             self.assertAllClose(got, want, atol=0, rtol=0)
-        # Rerunning a finished run trains no further.
+        # Rerunning a finished run trains no further, and still scores the
+        # final model on the dev sentences (it reported no dev BLEU).
         again = self.run_training(
-            folder, train_steps=8, keep_checkpoints=2, batch_tokens=512
+            folder,
+            train_steps=8,
+            keep_checkpoints=2,
+            batch_tokens=512,
+            bleu_max_sentences=4,
         )
         self.assertEqual(again.step, 8)
+        self.assertIsNotNone(again.dev_bleu)
         # Nor can a rerun change what the saved weights and vocabulary fit.
         with self.assertRaisesRegex(ValueError, "num_layers=1 there, 2 now"):
             self.run_training(folder, tiny_config(num_layers=2), train_steps=8)
