@@ -59,7 +59,7 @@ def main(argv):
     real_tokens = stats.source_tokens + stats.target_tokens
     real_tokens += 2 * stats.num_examples
 
-    examples = pipeline.examples_from_ids(source_ids, target_ids)
+    examples = batching.PairsInMemory(source_ids, target_ids)
     dataset = batching.token_batches(
         examples, _BATCH_TOKENS.value, _MAX_LENGTH.value, seed=0
     )

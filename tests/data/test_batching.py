@@ -196,6 +196,62 @@ class TokenBatchesTest(test_case.TestCase):
         self.assertNotEqual(first, second)
         self.assertEqual(two_passes(), [first, second])
 
+    def test_pairs_in_memory_are_shuffled_over_the_whole_epoch(self):
+        # A shuffle buffer (here of 100 pairs) lets a pair move only ~100
+        # places, so a concatenation of corpora stays in runs of each; the
+        # pairs in memory are permuted as a whole, each epoch anew.
+        sources, targets = _examples(count=3000)
+        in_memory = batching.PairsInMemory(
+            tf.ragged.constant(sources, dtype=tf.int32),
+            tf.ragged.constant(targets, dtype=tf.int32),
+        )
+        per_epoch = batching.epoch_batch_count(in_memory, 400, _MAX_LENGTH)
+        self.assertEqual(
+            per_epoch,
+            batching.epoch_batch_count(_dataset(sources, targets), 400, _MAX_LENGTH),
+        )
+
+        def first_epochs(examples):
+            dataset = batching.token_batches(
+                examples,
+                400,
+                _MAX_LENGTH,
+                seed=2,
+                deterministic=True,
+                shuffle_buffer=100,
+                repeat=True,
+            )
+            order = _indices(_batches(dataset.take(2 * per_epoch)))
+            return order[:3000], order[3000:]
+
+        first, second = first_epochs(in_memory)
+        self.assertCountEqual(first, range(3000))
+        self.assertCountEqual(second, range(3000))
+        self.assertNotEqual(first, second)
+        # The first tenth of an epoch draws from the whole corpus.
+        self.assertGreater(max(first[:300]), 2700)
+        self.assertGreater(max(second[:300]), 2700)
+        buffered, _ = first_epochs(_dataset(sources, targets))
+        self.assertLess(max(buffered[:300]), 1000)
+        # The same seed, the same epochs (as training reads them).
+        self.assertEqual(first_epochs(in_memory), (first, second))
+
+    def test_shards_of_pairs_in_memory_split_them(self):
+        sources, targets = _examples(count=50)
+        in_memory = batching.PairsInMemory(
+            tf.ragged.constant(sources, dtype=tf.int32),
+            tf.ragged.constant(targets, dtype=tf.int32),
+        )
+        shards = [in_memory.shard(3, index) for index in range(3)]
+        self.assertEqual([shard.num_pairs for shard in shards], [17, 17, 16])
+        for index, shard in enumerate(shards):
+            rows = [int(source[0]) - 100 for source, _ in shard.dataset()]
+            self.assertEqual(rows, list(range(index, 50, 3)))
+            self.assertAllEqual(
+                shard.lengths(),
+                [max(len(sources[row]), len(targets[row])) for row in rows],
+            )
+
     def test_a_global_seed_of_zero_works_and_stays(self):
         # TensorFlow cannot combine a tensor op seed with a global seed of 0
         # (`keras.utils.set_random_seed(0)`); the per-epoch shuffles drop

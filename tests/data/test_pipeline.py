@@ -5,7 +5,7 @@ import os
 
 import tensorflow as tf
 
-from keras_transformer.data import pipeline, sources
+from keras_transformer.data import batching, pipeline, sources
 from keras_transformer.data import tokenizer as tokenizer_lib
 from tests import test_case
 from tests.data import fixtures
@@ -146,7 +146,7 @@ class PipelineTest(test_case.TestCase):
     def test_examples_are_the_rows_in_order(self):
         source_ids = tf.ragged.constant([[5, 6], [7], [8, 9, 10]], tf.int32)
         target_ids = tf.ragged.constant([[11], [12, 13], [14]], tf.int32)
-        examples = list(pipeline.examples_from_ids(source_ids, target_ids))
+        examples = list(batching.PairsInMemory(source_ids, target_ids).dataset())
         self.assertLen(examples, 3)
         for row, (source, target) in enumerate(examples):
             self.assertEqual(source.dtype, tf.int32)
@@ -166,7 +166,7 @@ class PipelineTest(test_case.TestCase):
             tf.fill([pairs], 6), tf.ones([pairs], tf.int64)
         )
         before = _resident_bytes()
-        examples = pipeline.examples_from_ids(source_ids, target_ids)
+        examples = batching.PairsInMemory(source_ids, target_ids).dataset()
         self.assertLen(list(examples.take(2)), 2)
         # from_tensor_slices added ~250 MB here; the ids take ~10 MB.
         self.assertLess(_resident_bytes() - before, 50 * 2**20)
