@@ -85,6 +85,24 @@ def _split(text: str, name: str, argument: str) -> list[str]:
     return lines
 
 
+# Compressed files, by their first bytes (magic, where the rest of the
+# signature starts, the rest): text never starts so. Read as text, their
+# bytes would be invalid UTF-8, for which the advice is another encoding.
+_COMPRESSED_STARTS = {
+    (b"\x1f\x8b", 2, b""): ("gzip", "gunzip"),
+    (b"BZh", 4, b"1AY&SY"): ("bzip2", "bunzip2"),
+    (b"\xfd7zXZ\x00", 6, b""): ("xz", "unxz"),
+    (b"\x28\xb5\x2f\xfd", 4, b""): ("zstd", "unzstd"),
+}
+# Their usual file extensions, and the tool that decompresses each.
+_COMPRESSED_EXTENSIONS = {
+    ".gz": "gunzip",
+    ".bz2": "bunzip2",
+    ".xz": "unxz",
+    ".zst": "unzstd",
+}
+
+
 def decode_utf8(data: bytes, name: str, argument: str = "path") -> str:
     """`data` decoded as UTF-8, without a leading byte-order mark.
 
@@ -103,6 +121,12 @@ def decode_utf8(data: bytes, name: str, argument: str = "path") -> str:
             UTF-16 or UTF-32 if it starts with that byte-order mark; also
             for a zero byte (UTF-16 or UTF-32 without a mark, if ASCII).
     """
+    for (magic, offset, rest), (compression, tool) in _COMPRESSED_STARTS.items():
+        if data.startswith(magic) and data.startswith(rest, offset):
+            raise ValueError(
+                f"{name} is {compression}-compressed, not text; decompress it "
+                f"first (e.g. `{tool} -k {name}`). Received: {argument}={name}"
+            )
     # UTF-32 first: its little-endian mark starts with UTF-16's.
     for encoding, marks in (
         ("UTF-32", (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)),
@@ -167,6 +191,13 @@ def read_file(path: str, what: str, hint: str, argument: str = "path") -> bytes:
     """
     try:
         if not tf.io.gfile.exists(path):
+            for extension, tool in _COMPRESSED_EXTENSIONS.items():
+                if tf.io.gfile.exists(path + extension):
+                    hint = (
+                        f"{path + extension} exists: decompress it first (e.g. "
+                        f"`{tool} -k {path + extension}`)."
+                    )
+                    break
             raise FileNotFoundError(
                 f"{what} {path} does not exist. {hint} Received: {argument}={path}"
             )

@@ -1,5 +1,8 @@
 """Tests of the validating plain-text corpus readers."""
 
+import bz2
+import gzip
+import lzma
 import os
 import time
 
@@ -212,6 +215,33 @@ class TextFilesTest(test_case.TestCase):
             f"Text corpus file {path} does not exist.*PREFIX.SRC_LANG.*Received: path=",
         ):
             text_files.read_parallel_files(path, path)
+
+    @parameterized.parameters(
+        (gzip.compress, ".gz", "gzip", "gunzip"),
+        (bz2.compress, ".bz2", "bzip2", "bunzip2"),
+        (lzma.compress, ".xz", "xz", "unxz"),
+    )
+    def test_compressed_files_are_named_with_the_tool(
+        self, compress, extension, compression, tool
+    ):
+        # Their bytes are invalid UTF-8 (the advice was another encoding) or,
+        # by chance, valid UTF-8 garbage.
+        text = "Hello .\nGood day .\n".encode()
+        path = self.write("train.en" + extension, compress(text))
+        with self.assertRaisesRegex(
+            ValueError,
+            f"^{path} is {compression}-compressed, not text; decompress it first "
+            f"\\(e.g. `{tool} -k {path}`\\). Received: path={path}$",
+        ):
+            text_files.read_lines(path)
+        # `text:PREFIX` names the decompressed file: the compressed one is
+        # pointed out.
+        plain = path.removesuffix(extension)
+        with self.assertRaisesRegex(
+            FileNotFoundError,
+            f"{plain} does not exist. {path} exists: decompress it first",
+        ):
+            text_files.read_parallel_files(plain, plain)
 
     def test_read_tsv_keeps_an_empty_target_field(self):
         path = self.write("train.tsv", "Hello .\tHallo .\r\nBye .\t\n")
