@@ -16,7 +16,9 @@ setuptools.setup(
         'The Transformer of "Attention Is All You Need" as Keras 3 layers, '
         "with training, beam search and a TF Serving export."
     ),
-    long_description=pathlib.Path("README.md").read_text(encoding="utf-8"),
+    long_description=(pathlib.Path(__file__).parent / "README.md").read_text(
+        encoding="utf-8"
+    ),
     long_description_content_type="text/markdown",
     python_requires=">=3.10,<3.14",
     packages=setuptools.find_packages(include=["keras_transformer*"]),
@@ -29,6 +31,7 @@ setuptools.setup(
         "sacrebleu>=2.4,<3",
         "sacremoses>=0.1,<1",
         "absl-py>=2.1,<3",
+        "h5py>=3.10,<4",
         "tensorboard>=2.21,<2.22",
         "numpy>=1.26,<3",
         "matplotlib>=3.8,<4",
@@ -43,8 +46,8 @@ setuptools.setup(
     },
     classifiers=[
         "Programming Language :: Python :: 3",
-        "License :: OSI Approved :: Apache Software License",
         "Topic :: Scientific/Engineering :: Artificial Intelligence",
     ],
     license="Apache-2.0",
+    license_files=["LICENSE"],
 )

@@ -4,8 +4,10 @@ Writes `<export_dir>/<model_name>/<version>/` with the tokenizer inside and
 the signatures `serving_default`, `translate_ids` and
 `translate_with_options` (see export/README.md):
 
-  python export/export_model.py --model_dir=runs/base \
+  python -m keras_transformer.export_model --model_dir=runs/base \
       --export_dir=/models --model_name=transformer --version=1
+
+(`python export/export_model.py ...` in a checkout is the same command.)
 
 The model is `<model_dir>/model.keras`, or `--checkpoint` (several
 comma-separated `.keras` files are averaged, as in the paper's section 6.1);
@@ -15,13 +17,9 @@ A user error (a missing file, an existing version, a bad name) ends with one
 """
 
 import os
-import sys
 
 import tensorflow as tf
 from absl import app, flags
-
-# Runs as a script from any directory: the package is the repository root.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from keras_transformer import inference, serving
 from keras_transformer.commands import fail
@@ -33,7 +31,7 @@ FLAGS = flags.FLAGS
 
 
 def define_flags(flag_values=FLAGS):
-    """Defines the command's flags (called when run as a script).
+    """Defines the command's flags (called when run as a command).
 
     Not at import time, so tests import `export` next to other binaries
     whose flags share names (`--model_dir`).
@@ -294,6 +292,13 @@ def main(argv):
     return 0
 
 
-if __name__ == "__main__":
+def run():
+    """Entry point of `python -m keras_transformer.export_model`
+    (`export/export_model.py` runs `define_flags` and `main` itself, to
+    list the flags in its --help)."""
     define_flags()
     app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -164,7 +164,7 @@ def vocab_beside(checkpoint, vocab):
 def _check_translation_signature(loaded, export: str) -> None:
     """Fails unless `loaded` (the SavedModel at `export`) has a
     `serving_default` signature taking `inputs`, a batch of strings, as
-    `export/export_model.py` writes it: another program's SavedModel gives
+    `keras_transformer.export_model` writes it: another program's SavedModel gives
     a KeyError or a TypeError traceback from TensorFlow otherwise."""
     signatures = loaded.signatures
     if serving.DEFAULT_SIGNATURE not in signatures:
@@ -172,7 +172,7 @@ def _check_translation_signature(loaded, export: str) -> None:
             f"The SavedModel has no `{serving.DEFAULT_SIGNATURE}` "
             f"signature (it has: {', '.join(signatures) or 'none'}), "
             "so it is not a translation export; pass one written by "
-            f"export/export_model.py. Received: model={export}"
+            f"keras_transformer.export_model. Received: model={export}"
         )
     inputs = signatures[serving.DEFAULT_SIGNATURE].structured_input_signature[1]
     if set(inputs) != {"inputs"} or inputs["inputs"].dtype != tf.string:
@@ -183,7 +183,7 @@ def _check_translation_signature(loaded, export: str) -> None:
             f"The SavedModel's `{serving.DEFAULT_SIGNATURE}` signature takes "
             f"{taken or 'nothing'}, not `inputs` (a batch of strings), so it "
             "is not a translation export; pass one written by "
-            f"export/export_model.py. Received: model={export}"
+            f"keras_transformer.export_model. Received: model={export}"
         )
 
 

@@ -1,6 +1,6 @@
-"""Tests of the export command `export/export_model.py`."""
+"""Tests of the export command `export/export_model.py`
+(`python -m keras_transformer.export_model`)."""
 
-import importlib.util
 import os
 import re
 import shutil
@@ -11,7 +11,7 @@ import zipfile
 import pytest
 import tensorflow as tf
 
-from keras_transformer import serving
+from keras_transformer import export_model, serving
 from keras_transformer.decoding.translator import Translator
 from tests.data import fixtures
 from tests.decoding.test_translator import tiny_model
@@ -20,14 +20,6 @@ from tests.test_case import TestCase
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = os.path.join(ROOT, "export", "export_model.py")
 SENTENCES = ["The cat sleeps on the sofa.", "I like green tea."]
-
-
-def load_binary():
-    """Imports the command as a module (its flags are defined only in main)."""
-    spec = importlib.util.spec_from_file_location("export_model", BINARY)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def export(**overrides):
@@ -45,13 +37,16 @@ def export(**overrides):
         "overwrite": False,
     }
     arguments.update(overrides)
-    return load_binary().export(**arguments)
+    return export_model.export(**arguments)
 
 
-def run_binary(test, *flags):
-    """Runs the command in a subprocess; returns the finished process."""
+def run_binary(test, *flags, as_module=False):
+    """Runs the command in a subprocess, as the repository's script or
+    (`as_module`) as `python -m keras_transformer.export_model`, the form
+    an installed package has; returns the finished process."""
+    command = ["-m", "keras_transformer.export_model"] if as_module else [BINARY]
     return subprocess.run(
-        [sys.executable, BINARY, *flags],
+        [sys.executable, *command, *flags],
         check=False,
         capture_output=True,
         text=True,
@@ -120,7 +115,7 @@ class ExportBinaryTest(TestCase):
     def test_vocabulary_of_the_checkpoints_run_is_the_default(self):
         # Checkpoints of one run exported with --model_dir of another took
         # that run's vocabulary without a word.
-        default_vocab = load_binary().default_vocab
+        default_vocab = export_model.default_vocab
         root = fixtures.tempdir(self)
         runs = {}
         for name in ("a", "b"):
@@ -336,33 +331,37 @@ class ExportBinaryTest(TestCase):
         missing = os.path.join(export_dir, "no_such_run")
         model_dir, _ = write_model_dir(self)
         wide = fixtures.VOCAB_SIZE + 1
-        for flags, message in (
+        for index, (flags, message) in enumerate(
             (
-                [f"--model_dir={missing}"],
                 (
-                    "The --model_dir directory does not exist; pass the "
-                    f"directory that training wrote. Received: model_dir={missing}"
+                    [f"--model_dir={missing}"],
+                    (
+                        "The --model_dir directory does not exist; pass the "
+                        f"directory that training wrote. Received: model_dir={missing}"
+                    ),
                 ),
-            ),
-            (
-                [f"--model_dir={export_dir}", "--model_name=m", "--version=1"],
                 (
-                    "The export directory already exists; choose a new `version` "
-                    "or pass overwrite=True (--overwrite). "
-                    f"Received: path={os.path.join(export_dir, 'm', '1')}"
+                    [f"--model_dir={export_dir}", "--model_name=m", "--version=1"],
+                    (
+                        "The export directory already exists; choose a new `version` "
+                        "or pass overwrite=True (--overwrite). "
+                        f"Received: path={os.path.join(export_dir, 'm', '1')}"
+                    ),
                 ),
-            ),
-            (
-                [f"--model_dir={model_dir}", f"--beam_size={wide}"],
                 (
-                    "`beam_size` must be at most the vocabulary size: beam "
-                    "search takes the top K of the V next tokens. Lower "
-                    f"`beam_size`. Received: beam_size={wide}, "
-                    f"vocab_size={fixtures.VOCAB_SIZE}"
+                    [f"--model_dir={model_dir}", f"--beam_size={wide}"],
+                    (
+                        "`beam_size` must be at most the vocabulary size: beam "
+                        "search takes the top K of the V next tokens. Lower "
+                        f"`beam_size`. Received: beam_size={wide}, "
+                        f"vocab_size={fixtures.VOCAB_SIZE}"
+                    ),
                 ),
-            ),
+            )
         ):
-            result = run_binary(self, f"--export_dir={export_dir}", *flags)
+            result = run_binary(
+                self, f"--export_dir={export_dir}", *flags, as_module=index == 0
+            )
             self.assertEqual(result.returncode, 1, result.stderr[-3000:])
             lines = result.stderr.splitlines()
             self.assertEqual(lines[-1], f"export_model.py: error: {message}")

@@ -482,7 +482,7 @@ class ServingHelpersTest(TestCase):
             with self.assertRaisesRegex(
                 ValueError,
                 re.escape(
-                    f"{message}; pass one written by export/export_model.py. "
+                    f"{message}; pass one written by keras_transformer.export_model. "
                     f"Received: model={path}"
                 ),
             ):

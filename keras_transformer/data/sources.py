@@ -72,6 +72,11 @@ class DataSpec:
             )
 
 
+class MissingSplitError(FileNotFoundError, ValueError):
+    """A split the data spec does not have (no sibling files, or not among
+    its named splits)."""
+
+
 def parse_data_spec(spec: str) -> DataSpec:
     """Parses a `--data` string such as "text:data/train" into a `DataSpec`.
 
@@ -94,7 +99,8 @@ def parse_data_spec(spec: str) -> DataSpec:
         if not slash or "-" not in config:
             raise _spec_error(spec, "tfds needs NAME/CONFIG with a pair")
         return DataSpec("tfds", location=rest)
-    if "=" not in rest:
+    # Named splits start with one (`train=...`): a path may hold "=".
+    if rest.partition("=")[0] not in SPLITS:
         return DataSpec(kind, location=rest)
     splits = []
     for item in rest.split(","):
@@ -176,8 +182,8 @@ def default_vocab_size(src_lang: str, tgt_lang: str) -> int:
     if size is None:
         raise ValueError(
             "There is no default vocabulary size for this language pair "
-            "(only en-de: 37000 and en-fr: 32000); set the vocabulary size "
-            f"explicitly. Received: src_lang={src_lang}, tgt_lang={tgt_lang}"
+            "(only en-de: 37000 and en-fr: 32000); set it with `vocab_size` "
+            f"(--vocab_size). Received: src_lang={src_lang}, tgt_lang={tgt_lang}"
         )
     return size
 
@@ -239,8 +245,9 @@ def split_files(
         `[]` ("demo" and "tfds", which read no file of the user's).
 
     Raises:
-        ValueError: for a split that an explicit spec does not name.
-        FileNotFoundError: if no sibling file holds a dev or test split.
+        MissingSplitError (a FileNotFoundError and a ValueError): for a
+            split that an explicit spec does not name, or that no sibling
+            file holds.
     """
     spec = parse_data_spec(spec) if isinstance(spec, str) else spec
     if spec.kind in ("demo", "tfds"):
@@ -293,7 +300,7 @@ def _split_location(spec, split, src_lang):
     if spec.splits:
         explicit = dict(spec.splits)
         if split not in explicit:
-            raise ValueError(
+            raise MissingSplitError(
                 f"The data spec names no {split} split; add "
                 f"`{split}=...` to it. Received: splits={sorted(explicit)}"
             )
@@ -314,7 +321,7 @@ def _split_location(spec, split, src_lang):
         tried.append(candidate + probe_suffix)
         if tf.io.gfile.exists(candidate + probe_suffix):
             return candidate
-    raise FileNotFoundError(
+    raise MissingSplitError(
         f"No {split} split beside {spec.location}: none of {tried} exists. "
         f"Add the files or name them: {spec.kind}:train=...,{split}=... "
         f"Received: location={spec.location}"

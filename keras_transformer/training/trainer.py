@@ -297,7 +297,13 @@ def run_training(
     if bleu_max_sentences:
         # Now, not after the vocabulary and the training data: a corpus
         # without a dev split fails at once.
-        dev_pairs = sources.load_pairs(spec, "dev", src_lang, tgt_lang, data_dir)
+        try:
+            dev_pairs = sources.load_pairs(spec, "dev", src_lang, tgt_lang, data_dir)
+        except sources.MissingSplitError as error:
+            raise sources.MissingSplitError(
+                f"{error} Or train without dev BLEU: bleu_max_sentences=0 "
+                "(--bleu_max_sentences=0)."
+            ) from None
     backup_dir = os.path.join(write_dir, "backup")
     # A resumed run skips the batches it trained on and restores the
     # dropout seeds with the weights: it goes on as if never stopped.

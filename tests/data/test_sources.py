@@ -20,6 +20,12 @@ class ParseDataSpecTest(test_case.TestCase):
             sources.DataSpec("tfds", "wmt14_translate/de-en"),
         ),
         (
+            # "=" in a path: named splits start with a split's name.
+            "equals",
+            "text:d/lang=en-de/train",
+            sources.DataSpec("text", "d/lang=en-de/train"),
+        ),
+        (
             "explicit",
             "text:train=d/corpus,test=d/newstest2014",
             sources.DataSpec(
@@ -82,7 +88,7 @@ class ParseDataSpecTest(test_case.TestCase):
     def test_default_vocab_size_unknown_pair(self):
         with self.assertRaisesRegex(
             ValueError,
-            "no default vocabulary size.*Received: src_lang=en, tgt_lang=ro",
+            "no default vocabulary size.*--vocab_size.*Received: src_lang=en, tgt_lang=ro",
         ):
             sources.default_vocab_size("en", "ro")
 

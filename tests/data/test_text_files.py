@@ -226,7 +226,7 @@ class TextFilesTest(test_case.TestCase):
     ):
         # Their bytes are invalid UTF-8 (the advice was another encoding) or,
         # by chance, valid UTF-8 garbage.
-        text = "Hello .\nGood day .\n".encode()
+        text = b"Hello .\nGood day .\n"
         path = self.write("train.en" + extension, compress(text))
         with self.assertRaisesRegex(
             ValueError,

@@ -454,7 +454,11 @@ class TrainerTest(TestCase):
         data = write_corpus(folder)
         for lang in ("en", "de"):
             os.remove(os.path.join(folder, f"dev.{lang}"))
-        with self.assertRaisesRegex(FileNotFoundError, "No dev split beside"):
+        with self.assertRaisesRegex(
+            FileNotFoundError,
+            "No dev split beside.*Or train without dev BLEU: "
+            r"bleu_max_sentences=0 \(--bleu_max_sentences=0\)\.$",
+        ):
             trainer.run_training(
                 tiny_config(),
                 data=data,
