@@ -30,8 +30,10 @@ class DataStats:
         target_tokens: subword tokens of the kept targets (no specials).
         num_batches: batches in one epoch (single input pipeline), or None
             when not measured.
-        padding_efficiency: real tokens / padded positions of those batches,
-            or None when not measured.
+        padding_efficiency: real tokens / padded positions of those batches
+            (with the rows of padding that fill each bucket's last batch in
+            a repeated dataset, as training reads it), or None when not
+            measured.
     """
 
     num_pairs: int
@@ -211,10 +213,15 @@ def make_training_dataset(
         "deterministic": deterministic,
     }
     if measure_padding:
-        epoch = batching.token_batches(examples, batch_tokens, **batch_kwargs)
+        num_batches = batching.epoch_batch_count(examples, batch_tokens, max_length)
+        # One epoch as training reads it: with `repeat`, each bucket's last
+        # batch is filled up with rows of padding.
+        epoch = batching.token_batches(
+            examples, batch_tokens, repeat=repeat, **batch_kwargs
+        ).take(num_batches)
         stats = dataclasses.replace(
             stats,
-            num_batches=int(epoch.reduce(0, lambda count, _: count + 1)),
+            num_batches=num_batches,
             padding_efficiency=batching.padding_efficiency(epoch),
         )
     logging.info("Data %s/%s: %s", spec, split, stats)

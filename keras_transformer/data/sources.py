@@ -100,7 +100,8 @@ def parse_data_spec(spec: str) -> DataSpec:
             raise _spec_error(spec, "tfds needs NAME/CONFIG with a pair")
         return DataSpec("tfds", location=rest)
     # Named splits start with one (`train=...`): a path may hold "=".
-    if rest.partition("=")[0] not in SPLITS:
+    first, equals, _ = rest.partition("=")
+    if not equals or first not in SPLITS:
         return DataSpec(kind, location=rest)
     splits = []
     for item in rest.split(","):

@@ -89,6 +89,24 @@ class PipelineTest(test_case.TestCase):
         self.assertIn(
             f"padding efficiency {stats.padding_efficiency:.1%}", stats.describe()
         )
+        # Repeated, as training reads it: each bucket's last batch is filled
+        # up with rows of padding, which the efficiency counts.
+        repeated, repeated_stats = pipeline.make_training_dataset(
+            self.spec,
+            fixtures.tokenizer(),
+            src_lang="en",
+            tgt_lang="de",
+            batch_tokens=200,
+            max_length=40,
+            deterministic=True,
+            repeat=True,
+        )
+        self.assertEqual(repeated_stats.num_batches, stats.num_batches)
+        self.assertAllClose(
+            repeated_stats.padding_efficiency,
+            batching.padding_efficiency(repeated.take(stats.num_batches)),
+        )
+        self.assertLess(repeated_stats.padding_efficiency, stats.padding_efficiency)
         tokenizer = fixtures.tokenizer()
         sources = [
             row

@@ -13,6 +13,7 @@ class ParseDataSpecTest(test_case.TestCase):
     @parameterized.named_parameters(
         ("demo", "demo", sources.DataSpec("demo")),
         ("text", "text:data/train", sources.DataSpec("text", "data/train")),
+        ("relative", "text:train", sources.DataSpec("text", "train")),
         ("tsv", "tsv:d/train.tsv", sources.DataSpec("tsv", "d/train.tsv")),
         (
             "tfds",
