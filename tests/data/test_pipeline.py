@@ -25,6 +25,18 @@ class PipelineTest(test_case.TestCase):
             fixtures.write(self.path(f"{split}.de"), "\n".join(german) + "\n")
         self.spec = f"text:{self.path('train')}"
 
+    def training_dataset(self, **options):
+        """The fixture corpus's training split, batched by 200 tokens."""
+        return pipeline.make_training_dataset(
+            self.spec,
+            fixtures.tokenizer(),
+            src_lang="en",
+            tgt_lang="de",
+            batch_tokens=200,
+            max_length=40,
+            **options,
+        )
+
     def path(self, name):
         return os.path.join(self.folder, name)
 
@@ -65,15 +77,7 @@ class PipelineTest(test_case.TestCase):
         self.assertAllEqual(kept_target, tf.ragged.constant([[5], [9] * 4]))
 
     def test_make_training_dataset_reports_drops_and_padding(self):
-        dataset, stats = pipeline.make_training_dataset(
-            self.spec,
-            fixtures.tokenizer(),
-            src_lang="en",
-            tgt_lang="de",
-            batch_tokens=200,
-            max_length=40,
-            deterministic=True,
-        )
+        dataset, stats = self.training_dataset(deterministic=True)
         self.assertEqual(stats.num_pairs, len(fixtures.PAIRS) + 2)
         self.assertEqual(stats.dropped_empty, 1)
         self.assertEqual(stats.dropped_overlong, 1)
@@ -91,15 +95,8 @@ class PipelineTest(test_case.TestCase):
         )
         # Repeated, as training reads it: each bucket's last batch is filled
         # up with rows of padding, which the efficiency counts.
-        repeated, repeated_stats = pipeline.make_training_dataset(
-            self.spec,
-            fixtures.tokenizer(),
-            src_lang="en",
-            tgt_lang="de",
-            batch_tokens=200,
-            max_length=40,
-            deterministic=True,
-            repeat=True,
+        repeated, repeated_stats = self.training_dataset(
+            deterministic=True, repeat=True
         )
         self.assertEqual(repeated_stats.num_batches, stats.num_batches)
         self.assertAllClose(
@@ -143,16 +140,7 @@ class PipelineTest(test_case.TestCase):
 
     def test_distributed_dataset_under_a_strategy(self):
         strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-        dataset, stats = pipeline.make_training_dataset(
-            self.spec,
-            fixtures.tokenizer(),
-            src_lang="en",
-            tgt_lang="de",
-            batch_tokens=200,
-            max_length=40,
-            strategy=strategy,
-            measure_padding=False,
-        )
+        dataset, stats = self.training_dataset(strategy=strategy, measure_padding=False)
         self.assertIsNone(stats.padding_efficiency)
         self.assertIsInstance(dataset, tf.distribute.DistributedDataset)
         seen = 0
