@@ -300,9 +300,11 @@ def run_training(
         try:
             dev_pairs = sources.load_pairs(spec, "dev", src_lang, tgt_lang, data_dir)
         except sources.MissingSplitError as error:
+            # The other fix, before the message's "Received: ..." part.
+            problem, received, values = str(error).partition(" Received: ")
             raise sources.MissingSplitError(
-                f"{error} Or train without dev BLEU: bleu_max_sentences=0 "
-                "(--bleu_max_sentences=0)."
+                f"{problem} Or train without dev BLEU: bleu_max_sentences=0 "
+                f"(--bleu_max_sentences=0).{received}{values}"
             ) from None
     backup_dir = os.path.join(write_dir, "backup")
     # A resumed run skips the batches it trained on and restores the

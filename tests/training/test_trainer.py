@@ -457,7 +457,8 @@ class TrainerTest(TestCase):
         with self.assertRaisesRegex(
             FileNotFoundError,
             "No dev split beside.*Or train without dev BLEU: "
-            r"bleu_max_sentences=0 \(--bleu_max_sentences=0\)\.$",
+            r"bleu_max_sentences=0 \(--bleu_max_sentences=0\)\. Received: "
+            "location=",
         ):
             trainer.run_training(
                 tiny_config(),
