@@ -85,22 +85,16 @@ def _split(text: str, name: str, argument: str) -> list[str]:
     return lines
 
 
-# Compressed files, by their first bytes (magic, where the rest of the
-# signature starts, the rest): text never starts so. Read as text, their
-# bytes would be invalid UTF-8, for which the advice is another encoding.
-_COMPRESSED_STARTS = {
-    (b"\x1f\x8b", 2, b""): ("gzip", "gunzip"),
-    (b"BZh", 4, b"1AY&SY"): ("bzip2", "bunzip2"),
-    (b"\xfd7zXZ\x00", 6, b""): ("xz", "unxz"),
-    (b"\x28\xb5\x2f\xfd", 4, b""): ("zstd", "unzstd"),
-}
-# Their usual file extensions, and the tool that decompresses each.
-_COMPRESSED_EXTENSIONS = {
-    ".gz": "gunzip",
-    ".bz2": "bunzip2",
-    ".xz": "unxz",
-    ".zst": "unzstd",
-}
+# Compressed files: (format, file extension, the tool that decompresses it,
+# its first bytes, where the rest of its signature starts, that rest). Text
+# never starts so; read as text, their bytes would be invalid UTF-8, for
+# which the advice is another encoding.
+_COMPRESSIONS = (
+    ("gzip", ".gz", "gunzip", b"\x1f\x8b", 2, b""),
+    ("bzip2", ".bz2", "bunzip2", b"BZh", 4, b"1AY&SY"),
+    ("xz", ".xz", "unxz", b"\xfd7zXZ\x00", 6, b""),
+    ("zstd", ".zst", "unzstd", b"\x28\xb5\x2f\xfd", 4, b""),
+)
 
 
 def decode_utf8(data: bytes, name: str, argument: str = "path") -> str:
@@ -121,7 +115,7 @@ def decode_utf8(data: bytes, name: str, argument: str = "path") -> str:
             UTF-16 or UTF-32 if it starts with that byte-order mark; also
             for a zero byte (UTF-16 or UTF-32 without a mark, if ASCII).
     """
-    for (magic, offset, rest), (compression, tool) in _COMPRESSED_STARTS.items():
+    for compression, _, tool, magic, offset, rest in _COMPRESSIONS:
         if data.startswith(magic) and data.startswith(rest, offset):
             raise ValueError(
                 f"{name} is {compression}-compressed, not text; decompress it "
@@ -191,7 +185,7 @@ def read_file(path: str, what: str, hint: str, argument: str = "path") -> bytes:
     """
     try:
         if not tf.io.gfile.exists(path):
-            for extension, tool in _COMPRESSED_EXTENSIONS.items():
+            for _, extension, tool, *_ in _COMPRESSIONS:
                 if tf.io.gfile.exists(path + extension):
                     hint = (
                         f"{path + extension} exists: decompress it first (e.g. "
