@@ -5,6 +5,7 @@ import os
 
 import keras
 import tensorflow as tf
+from absl import logging
 
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -73,10 +74,20 @@ def create_strategy(
     # (how the tests run 8 replicas on one CPU).
     devices = gpus or tf.config.list_logical_devices("CPU")
     if num_gpus < 0 or num_gpus > len(devices):
+        visible = (
+            f"the {len(gpus)} visible GPUs"
+            if gpus
+            else f"the {len(devices)} logical CPU devices (TensorFlow sees no GPU)"
+        )
         raise ValueError(
-            f"`num_gpus` must be between 0 (all) and the {len(devices)} "
-            "visible devices (check CUDA_VISIBLE_DEVICES). "
-            f"Received: num_gpus={num_gpus}"
+            f"`num_gpus` must be between 0 (all) and {visible}; check "
+            f"CUDA_VISIBLE_DEVICES. Received: num_gpus={num_gpus}"
+        )
+    if num_gpus and not gpus:
+        logging.warning(
+            "--num_gpus=%d: TensorFlow sees no GPU, so strategy='mirrored' "
+            "replicates over the CPU's logical devices.",
+            num_gpus,
         )
     if name == "default":
         return tf.distribute.get_strategy()
@@ -86,30 +97,76 @@ def create_strategy(
     if name == "mirrored":
         chosen = devices[: num_gpus or len(devices)]
         return tf.distribute.MirroredStrategy([d.name for d in chosen])
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu_address)
-    tf.config.experimental_connect_to_cluster(resolver)
-    tf.tpu.experimental.initialize_tpu_system(resolver)
+    try:
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu_address)
+        tf.config.experimental_connect_to_cluster(resolver)
+        tf.tpu.experimental.initialize_tpu_system(resolver)
+    except (tf.errors.OpError, ValueError) as error:
+        # TensorFlow's traceback would end in e.g. "TPUs not found in the
+        # cluster" from deep inside its TPU initialisation.
+        message = getattr(error, "message", str(error)).split(". ")[0]
+        raise ValueError(
+            f"No TPU could be set up at tpu_address (--tpu): {message}. Pass "
+            "the TPU's name or grpc://IP:8470 address, or 'local' on a TPU "
+            f"VM. Received: tpu_address={tpu_address!r}"
+        ) from None
     return tf.distribute.TPUStrategy(resolver)
 
 
+_TF_CONFIG_EXAMPLE = (
+    '{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
+    '"task": {"type": "worker", "index": 0}} on the first machine'
+)
+
+
 def _check_tf_config():
-    """Fails with a clear message unless `TF_CONFIG` names a cluster and this
-    process's task in it."""
+    """Fails with a message naming the problem unless `TF_CONFIG` names a
+    cluster of workers and this process's task among them."""
     raw = os.environ.get("TF_CONFIG", "")
+    problem = _tf_config_problem(raw)
+    if problem:
+        raise ValueError(
+            f"--strategy=multi_worker needs TF_CONFIG naming a cluster of "
+            f"workers and this process's task: {problem}. E.g. "
+            f"{_TF_CONFIG_EXAMPLE}. Received: TF_CONFIG={raw!r}"
+        )
+
+
+def _tf_config_problem(raw: str) -> str | None:
+    """What is wrong with the `TF_CONFIG` string `raw`, or None."""
+    if not raw.strip():
+        return "it is not set"
     try:
         config = json.loads(raw)
-        workers = config["cluster"]["worker"]
-        index = config["task"]["index"]
-        valid = config["task"]["type"] == "worker" and 0 <= index < len(workers)
-    except (ValueError, KeyError, TypeError):
-        valid = False
-    if not valid:
-        raise ValueError(
-            "--strategy=multi_worker needs TF_CONFIG, e.g. "
-            '{"cluster": {"worker": ["host1:12345", "host2:12345"]}, '
-            '"task": {"type": "worker", "index": 0}} on the first machine. '
-            f"Received: TF_CONFIG={raw!r}"
+    except ValueError as error:
+        return f"it is not valid JSON ({error})"
+    if not isinstance(config, dict):
+        return "it is not a JSON object"
+    cluster, task = config.get("cluster"), config.get("task")
+    if not isinstance(cluster, dict) or not cluster:
+        return 'it has no "cluster"'
+    # Worker 0 does the chief's work (checkpoints, logs): a "chief" (or
+    # "ps", "evaluator") task would wait for a peer that never comes.
+    others = sorted(set(cluster) - {"worker"})
+    if others:
+        return (
+            f"its cluster has {', '.join(map(repr, others))} tasks; only "
+            '"worker" ones are supported (worker 0 is the chief)'
         )
+    workers = cluster["worker"]
+    if not isinstance(workers, list) or not workers:
+        return 'its "worker" list is empty or not a list'
+    if not isinstance(task, dict):
+        return 'it has no "task"'
+    if task.get("type") != "worker":
+        return f'its task type is {task.get("type")!r}, not "worker"'
+    index = task.get("index")
+    if type(index) is not int or not 0 <= index < len(workers):
+        return (
+            f"its task index is {index!r}, not an integer from 0 to "
+            f"{len(workers) - 1} (the cluster has {len(workers)} workers)"
+        )
+    return None
 
 
 def set_precision(policy: str) -> None:

@@ -623,17 +623,67 @@ class TrainerTest(TestCase):
         )
         with self.assertRaisesRegex(ValueError, "strategy='horovod'"):
             distribution.create_strategy("horovod")
-        with self.assertRaisesRegex(ValueError, "num_gpus=9"):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"the 8 logical CPU devices \(TensorFlow sees no GPU\).*num_gpus=9",
+        ):
             distribution.create_strategy("mirrored", 9)
+        # No TPU here: one line, not TensorFlow's traceback from its TPU set-up.
+        with self.assertRaisesRegex(
+            ValueError,
+            "^No TPU could be set up at tpu_address \\(--tpu\\): TPUs not found in "
+            "the cluster.*Received: tpu_address='local'$",
+        ):
+            distribution.create_strategy("tpu", tpu_address="local")
         # Other strategies would ignore it.
         with self.assertRaisesRegex(ValueError, "strategy='one_device', num_gpus=1"):
             distribution.create_strategy("one_device", 1)
-        with self.assertRaisesRegex(ValueError, "TF_CONFIG"):
-            distribution.create_strategy("multi_worker")
+        with mock.patch.dict(os.environ):
+            os.environ.pop("TF_CONFIG", None)
+            with self.assertRaisesRegex(ValueError, "TF_CONFIG.*: it is not set"):
+                distribution.create_strategy("multi_worker")
         with self.assertRaisesRegex(ValueError, "tpu_address=''"):
             distribution.create_strategy("tpu", tpu_address="")
         with self.assertRaisesRegex(ValueError, "strategy='mirrored', tpu_address"):
             distribution.create_strategy("mirrored", tpu_address="grpc://1.2.3.4:8470")
+
+    @parameterized.parameters(
+        ("{bad json", "it is not valid JSON"),
+        ('{"cluster": {"worker": ["a:1", "b:2"]}}', 'it has no "task"'),
+        ('{"task": {"type": "worker", "index": 0}}', 'it has no "cluster"'),
+        (
+            '{"cluster": {"worker": ["a:1", "b:2"]}, '
+            '"task": {"type": "worker", "index": 2}}',
+            "its task index is 2, not an integer from 0 to 1 .the cluster has 2",
+        ),
+        (
+            '{"cluster": {"worker": ["a:1", "b:2"]}, '
+            '"task": {"type": "worker", "index": true}}',
+            "its task index is True",
+        ),
+        # A chief would wait for a peer that never comes: worker 0 is it.
+        (
+            '{"cluster": {"chief": ["a:1"], "worker": ["b:2"]}, '
+            '"task": {"type": "worker", "index": 0}}',
+            "its cluster has 'chief' tasks; only \"worker\" ones are supported",
+        ),
+        (
+            '{"cluster": {"worker": ["a:1"]}, "task": {"type": "chief", "index": 0}}',
+            "its task type is 'chief', not \"worker\"",
+        ),
+    )
+    def test_a_bad_tf_config_is_named(self, tf_config, problem):
+        # Each used to get the same message, as if TF_CONFIG were unset;
+        # the chief and boolean forms hung, waiting for peers.
+        with (
+            mock.patch.dict(os.environ, {"TF_CONFIG": tf_config}),
+            self.assertRaisesRegex(
+                ValueError,
+                f"^--strategy=multi_worker needs TF_CONFIG .*: {problem}.*"
+                "Received: TF_CONFIG=",
+            ),
+        ):
+            distribution.create_strategy("multi_worker")
 
     @parameterized.parameters("mixed_bfloat16", "mixed_float16")
     def test_mixed_precision_step_with_xla(self, policy):
