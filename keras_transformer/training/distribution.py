@@ -4,6 +4,7 @@ import json
 import os
 
 import keras
+import numpy as np
 import tensorflow as tf
 from absl import logging
 
@@ -206,3 +207,38 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
     return resolver.task_type in ("chief", None) or (
         resolver.task_type == "worker" and resolver.task_id == 0
     )
+
+
+def worker_count(strategy: tf.distribute.Strategy) -> int:
+    """The machines (processes) that `strategy` trains on: the workers of a
+    multi-worker cluster, else 1."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or resolver.task_type != "worker":
+        return 1
+    return len(resolver.cluster_spec().as_dict().get("worker", ()))
+
+
+def values_of_workers(
+    strategy: tf.distribute.Strategy, values: "list[int]"
+) -> np.ndarray:
+    """Every worker's `values` (integers), gathered on every worker.
+
+    A collective operation: under a multi-worker strategy, every worker
+    must call it at the same point of its run, and each then sees the same
+    rows, so a check of them fails on all workers alike (one that failed
+    alone would leave the others waiting in the next collective).
+
+    Returns:
+        An int64 array [workers, len(values)]: row i holds worker i's
+        `values` (one row when there is one worker).
+    """
+    local = tf.constant(values, tf.int64)
+    workers = worker_count(strategy)
+    if workers == 1:
+        return local.numpy()[np.newaxis]
+    per_replica = strategy.experimental_distribute_values_from_function(
+        lambda context: local[tf.newaxis]
+    )
+    rows = strategy.gather(per_replica, axis=0).numpy()
+    # Replicas are numbered worker by worker; a worker's rows are alike.
+    return rows.reshape(workers, -1, len(values))[:, 0]

@@ -126,6 +126,80 @@ def check_resume_step(
         )
 
 
+def worker_dir(model_dir: str, task_id: int) -> str:
+    """Where worker `task_id` of a multi-worker run writes: `model_dir` for
+    worker 0 (the chief), else its own folder of `model_dir/workers`, on
+    its own machine (the copies are identical)."""
+    if task_id == 0:
+        return model_dir
+    return os.path.join(model_dir, "workers", f"worker-{task_id}")
+
+
+def check_workers_resume_alike(steps: "list[int]", model_dir: str) -> None:
+    """Fails unless every worker of a run resumes from the same step.
+
+    Each worker restores the backup of its own `worker_dir`: one whose
+    backup is missing or behind would start from other weights and another
+    place in the data, and the all-reduce would then average the gradients
+    of different models (the chief would save the result).
+
+    Args:
+        steps: worker i's resume step at index i.
+        model_dir: the run's `model_dir`.
+
+    Raises:
+        ValueError: naming each worker's step and the backup to copy.
+    """
+    if len(set(steps)) <= 1:
+        return
+    furthest = steps.index(max(steps))
+    where = ", ".join(f"worker {i} from step {step}" for i, step in enumerate(steps))
+    raise ValueError(
+        f"The workers must resume from one step, but {where}: each restores "
+        "the backup folder of its own directory (worker 0: "
+        f"{os.path.join(model_dir, 'backup')}; worker N: "
+        f"{os.path.join(model_dir, 'workers', 'worker-N', 'backup')} on its own "
+        "machine), and some are missing or behind. Copy worker "
+        f"{furthest}'s backup folder to the others (the workers keep "
+        "identical copies), or train in a new model_dir. Received: "
+        f"model_dir={model_dir}, steps={steps}"
+    )
+
+
+def check_workers_share_vocabulary(
+    vocabularies: "list[tuple[int, int]]", model_dir: str, vocab_file: str
+) -> None:
+    """Fails unless every worker of a run has the same vocabulary.
+
+    Each worker loads (or learns, from its own copy of the corpus) the
+    `vocab_file` of its own `worker_dir`: with different ones, the same
+    ids would mean different pieces on different workers.
+
+    Args:
+        vocabularies: worker i's (size, CRC32 of its pieces in id order) at
+            index i.
+        model_dir: the run's `model_dir`.
+        vocab_file: the vocabulary's file name.
+
+    Raises:
+        ValueError: naming each worker's vocabulary and the fix.
+    """
+    if len(set(vocabularies)) <= 1:
+        return
+    which = "; ".join(
+        f"worker {i}: {pieces} pieces, CRC32 {crc:08x}"
+        for i, (pieces, crc) in enumerate(vocabularies)
+    )
+    raise ValueError(
+        f"The workers' vocabularies differ ({which}): each loads "
+        f"{vocab_file} from its own directory, or learns it from its own "
+        "copy of the corpus. Give every worker the same corpus files, and "
+        f"copy worker 0's {os.path.join(model_dir, vocab_file)} to the "
+        f"others' {os.path.join(model_dir, 'workers', 'worker-N', vocab_file)}. "
+        f"Received: model_dir={model_dir}"
+    )
+
+
 def check_batch_tokens(batch_tokens: int, max_length: int, replicas: int = 1):
     """Fails unless a longest example fits in each replica's token batch.
 

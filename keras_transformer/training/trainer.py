@@ -19,6 +19,7 @@ Files in `model_dir`:
 
 import dataclasses
 import os
+import zlib
 
 import keras
 import tensorflow as tf
@@ -275,8 +276,9 @@ def run_training(
     write_dir = model_dir
     if not distribution.is_chief(strategy_obj):
         # Other workers write their (identical) copies aside.
-        task_id = strategy_obj.cluster_resolver.task_id
-        write_dir = os.path.join(model_dir, "workers", f"worker-{task_id}")
+        write_dir = run_checks.worker_dir(
+            model_dir, strategy_obj.cluster_resolver.task_id
+        )
     settings = config.to_dict()
     del settings["vocab_size"]  # The vocabulary's, checked once loaded.
     settings.update(
@@ -316,6 +318,9 @@ def run_training(
         "gradient_accumulation_steps": gradient_accumulation_steps,
     }
     start_step = callbacks_lib.ResumableBackup.resume_step(backup_dir, batching)
+    # On every worker alike, before any of them trains on.
+    steps = distribution.values_of_workers(strategy_obj, [start_step])[:, 0]
+    run_checks.check_workers_resume_alike(steps.tolist(), model_dir)
     run_checks.check_resume_step(start_step, steps_per_checkpoint, train_steps)
     keras.utils.set_random_seed(seed)
     distribution.set_precision(mixed_precision)
@@ -335,6 +340,15 @@ def run_training(
             f"vocab_size={tokenizer.vocab_size} (or none) to resume it, or "
             f"pass a new model_dir. Received: vocab_size={vocab_size}"
         )
+    # The pieces, not the file: it also records its own path.
+    pieces = tokenizer.id_to_piece(list(range(tokenizer.vocab_size)))
+    fingerprint = zlib.crc32("\n".join(pieces).encode())
+    vocabularies = distribution.values_of_workers(
+        strategy_obj, [tokenizer.vocab_size, fingerprint]
+    )
+    run_checks.check_workers_share_vocabulary(
+        [tuple(row) for row in vocabularies.tolist()], model_dir, serving.VOCAB_FILE
+    )
     config = config.replace(vocab_size=tokenizer.vocab_size)
     # Not the default strategy: per-replica (and per-worker) batches.
     distributed = strategy_obj is not tf.distribute.get_strategy()

@@ -3,6 +3,7 @@
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -49,6 +50,41 @@ def free_port():
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def run_workers(data, model_dir, *flags, model=TINY, workers=2):
+    """train.py as `workers` processes of one cluster on 127.0.0.1.
+
+    Returns:
+        Each worker's (returncode, stdout, stderr).
+    """
+    addresses = [f"127.0.0.1:{free_port()}" for _ in range(workers)]
+    processes = []
+    for index in range(workers):
+        tf_config = {
+            "cluster": {"worker": addresses},
+            "task": {"type": "worker", "index": index},
+        }
+        processes.append(
+            subprocess.Popen(
+                train_command(data, model_dir, *flags, model=model),
+                env=environment(TF_CONFIG=json.dumps(tf_config)),
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+        )
+    outputs = []
+    try:
+        for process in processes:
+            outputs.append(process.communicate(timeout=300))
+    finally:
+        for process in processes:
+            process.kill()
+    return [
+        (process.returncode, stdout, stderr)
+        for process, (stdout, stderr) in zip(processes, outputs)
+    ]
 
 
 def write_one_word_corpus(folder):
@@ -139,38 +175,16 @@ class TrainProcessesTest(TestCase):
         folder = fixtures.tempdir(self)
         data = write_one_word_corpus(folder)
         model_dir = os.path.join(folder, "run")
-        workers = [f"127.0.0.1:{free_port()}" for _ in range(2)]
-        processes = []
-        for index in range(2):
-            tf_config = {
-                "cluster": {"worker": workers},
-                "task": {"type": "worker", "index": index},
-            }
-            processes.append(
-                subprocess.Popen(
-                    train_command(
-                        data,
-                        model_dir,
-                        "--strategy=multi_worker",  # XLA on: the default
-                        "--train_steps=3",
-                        "--steps_per_checkpoint=1",
-                        model=TINY.replace("max_length=32", "max_length=8"),
-                    ),
-                    env=environment(TF_CONFIG=json.dumps(tf_config)),
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                )
-            )
-        outputs = []
-        try:
-            for process in processes:
-                outputs.append(process.communicate(timeout=300))
-        finally:
-            for process in processes:
-                process.kill()
-        for process, (stdout, stderr) in zip(processes, outputs):
-            self.assertEqual(process.returncode, 0, stderr[-3000:])
+        results = run_workers(
+            data,
+            model_dir,
+            "--strategy=multi_worker",  # XLA on: the default
+            "--train_steps=3",
+            "--steps_per_checkpoint=1",
+            model=TINY.replace("max_length=32", "max_length=8"),
+        )
+        for returncode, stdout, stderr in results:
+            self.assertEqual(returncode, 0, stderr[-3000:])
             # No pair was longer than the one bucket (one dropped would only
             # shrink the data, silently).
             self.assertIn(f"{len(fixtures.PAIRS)} kept (0 dropped", stdout)
@@ -194,3 +208,26 @@ class TrainProcessesTest(TestCase):
             for a, b in zip(first.get_weights(), chief.get_weights())
         ]
         self.assertGreater(sum(moved), len(moved) // 2)
+
+        # A worker whose backup is lost would start over while the chief
+        # resumes (and the chief would save their averaged gradients'
+        # result): every worker stops instead, naming the steps.
+        shutil.rmtree(os.path.join(model_dir, "workers", "worker-1", "backup"))
+        results = run_workers(
+            data,
+            model_dir,
+            "--strategy=multi_worker",
+            "--train_steps=4",
+            "--steps_per_checkpoint=1",
+            model=TINY.replace("max_length=32", "max_length=8"),
+        )
+        for returncode, _stdout, stderr in results:
+            self.assertEqual(returncode, 1, stderr[-3000:])
+            self.assertIn(
+                "error: The workers must resume from one step, but worker 0 "
+                "from step 3, worker 1 from step 0",
+                stderr,
+            )
+        self.assertEqual(
+            sorted(checkpoint_files(os.path.join(model_dir, "checkpoints"))), [1, 2, 3]
+        )

@@ -685,6 +685,33 @@ class TrainerTest(TestCase):
         ):
             distribution.create_strategy("multi_worker")
 
+    def test_workers_that_disagree_are_named(self):
+        # (The two-worker processes test runs the gather across workers.)
+        one = distribution.values_of_workers(tf.distribute.get_strategy(), [7, 3])
+        self.assertAllEqual(one, [[7, 3]])
+        self.assertEqual(distribution.worker_count(tf.distribute.get_strategy()), 1)
+        run_checks.check_workers_resume_alike([4, 4, 4], "/run")
+        with self.assertRaisesRegex(
+            ValueError,
+            "^The workers must resume from one step, but worker 0 from step 4, "
+            "worker 1 from step 0, worker 2 from step 6: .*/run/backup.*"
+            "/run/workers/worker-N/backup .*Copy worker 2's backup folder "
+            "to the others",
+        ):
+            run_checks.check_workers_resume_alike([4, 0, 6], "/run")
+        run_checks.check_workers_share_vocabulary([(9, 1), (9, 1)], "/run", "v.model")
+        with self.assertRaisesRegex(
+            ValueError,
+            "^The workers' vocabularies differ .worker 0: 9 pieces, CRC32 "
+            "0000000a; worker 1: 9 pieces, CRC32 0000000b.: .*copy worker 0's "
+            "/run/v.model to the others' /run/workers/worker-N/v.model",
+        ):
+            run_checks.check_workers_share_vocabulary(
+                [(9, 10), (9, 11)], "/run", "v.model"
+            )
+        self.assertEqual(run_checks.worker_dir("/run", 0), "/run")
+        self.assertEqual(run_checks.worker_dir("/run", 2), "/run/workers/worker-2")
+
     @parameterized.parameters("mixed_bfloat16", "mixed_float16")
     def test_mixed_precision_step_with_xla(self, policy):
         # The GPU path (--mixed_precision with --jit_compile), on the CPU:
