@@ -220,6 +220,17 @@ class SubwordTokenizer(tf.Module):
         self._sentencepiece = tf_text.SentencepieceTokenizer(
             model=self._model_proto, out_type=tf.int32
         )
+        # The instance's own `tf.function`s: as methods decorated with
+        # `tf.function` they would hold it weakly, and
+        # `SubwordTokenizer.from_file(path).tokenize(...)` would lose it
+        # during the call.
+        self.tokenize = tf.function(
+            self.tokenize, input_signature=[tf.TensorSpec([None], tf.string)]
+        )
+        self.detokenize_ids = tf.function(
+            self.detokenize_ids,
+            input_signature=[tf.TensorSpec([None, None], tf.int32)],
+        )
 
     @property
     def vocab_size(self) -> int:
@@ -254,7 +265,6 @@ class SubwordTokenizer(tf.Module):
         with tf.io.gfile.GFile(path, "wb") as f:
             f.write(self._model_proto)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def tokenize(self, strings):
         """Splits sentences into subword ids, without BOS or EOS.
 
@@ -282,7 +292,6 @@ class SubwordTokenizer(tf.Module):
             ids = ids.to_tensor(default_value=tokens.PAD_ID)
         return self.detokenize_ids(tf.cast(ids, tf.int32))
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32)])
     def detokenize_ids(self, ids):
         """`detokenize` for dense int32 [B, L] ids (the saved signature)."""
         seen_eos = tf.cumsum(tf.cast(ids == tokens.EOS_ID, tf.int32), axis=1)

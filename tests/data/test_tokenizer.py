@@ -166,6 +166,23 @@ class SubwordTokenizerTest(test_case.TestCase):
             _NORMALISED,
         )
 
+    def test_a_temporary_tokenizer_tokenizes(self):
+        # Its tf.functions held it weakly: it was freed during the call
+        # ("'NoneType' object has no attribute '_sentencepiece'").
+        path = fixtures.model_path()
+        ids = tokenizer_lib.SubwordTokenizer.from_file(path).tokenize(
+            tf.constant(_NORMALISED)
+        )
+        self.assertAllEqual(
+            ids, fixtures.tokenizer().tokenize(tf.constant(_NORMALISED))
+        )
+        self.assertAllEqual(
+            tokenizer_lib.SubwordTokenizer.from_file(path).detokenize_ids(
+                ids.to_tensor()
+            ),
+            [sentence.encode() for sentence in _NORMALISED],
+        )
+
     def test_tokenize_adds_no_specials_and_stays_in_vocab(self):
         tokenizer = fixtures.tokenizer()
         ids = tokenizer.tokenize(tf.constant(_NORMALISED)).flat_values
