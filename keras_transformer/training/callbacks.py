@@ -281,7 +281,8 @@ class ThroughputLogger(keras.callbacks.Callback):
         seconds = time.perf_counter() - self._start
         tokens = float(logs.get(self.tokens_metric, 0.0))
         logs["tokens_per_second"] = tokens / max(seconds, 1e-9)
-        # Keras evaluates the schedule at `optimizer.iterations`.
+        # Keras evaluates the schedule at `optimizer.iterations`: the rate of
+        # the next update (the paper's step_num = the step reached + 1).
         logs["learning_rate"] = float(
             keras.ops.convert_to_numpy(self.model.optimizer.learning_rate)
         )

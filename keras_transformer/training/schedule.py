@@ -14,9 +14,12 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     The rate grows linearly for `warmup_steps` steps, peaks at step
     `warmup_steps`, then decays with the inverse square root of the step.
-    Steps count from 1 as in the paper; step 0 (the optimizer's first
-    update, before its counter moves) gets the rate of step 1 instead of 0,
-    so no update is wasted and nothing divides by zero.
+    Keras calls a schedule with the optimizer's `iterations`, the updates
+    done so far (0 at the first update), while the paper's `step_num`
+    counts from 1: so `schedule(iterations)` is the paper's rate at
+    `step_num = iterations + 1`, the update being made. The first update
+    gets the rate of step 1 (not 0, which would waste it), and update
+    `warmup_steps` the peak.
 
     Args:
         d_model: the model width (512 for base).
@@ -49,7 +52,9 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         self.scale = float(scale)
 
     def __call__(self, step):
-        step = ops.maximum(ops.cast(step, "float32"), 1.0)
+        """The rate of the update made after `step` updates (the paper's
+        `step_num = step + 1`)."""
+        step = ops.cast(step, "float32") + 1.0
         warmup = float(self.warmup_steps)
         return (
             self.scale

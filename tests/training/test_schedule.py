@@ -13,24 +13,39 @@ def paper_rate(step, d_model, warmup):
 
 class TransformerScheduleTest(TestCase):
     def test_values_equal_equation_3(self):
+        # Called with the updates done, for the paper's step_num (from 1)
+        # of the update being made.
         schedule = TransformerSchedule(d_model=512, warmup_steps=4000)
-        for step in (1, 10, 3999, 4000, 4001, 100000):
+        for step_num in (1, 2, 10, 3999, 4000, 4001, 100000):
             self.assertAllClose(
-                float(schedule(step)), paper_rate(step, 512, 4000), rtol=1e-5
+                float(schedule(step_num - 1)),
+                paper_rate(step_num, 512, 4000),
+                rtol=1e-5,
             )
 
     def test_peaks_at_warmup(self):
         schedule = TransformerSchedule(d_model=512, warmup_steps=100)
-        steps = np.arange(1, 1000)
-        values = np.array([float(schedule(s)) for s in steps])
-        self.assertEqual(steps[values.argmax()], 100)
+        updates_done = np.arange(0, 1000)
+        values = np.array([float(schedule(s)) for s in updates_done])
+        self.assertEqual(updates_done[values.argmax()] + 1, 100)
 
-    def test_step_zero_is_safe_and_equals_step_one(self):
-        schedule = TransformerSchedule(d_model=512, warmup_steps=4000)
-        value = float(schedule(0))
-        self.assertTrue(np.isfinite(value))
-        self.assertGreater(value, 0.0)
-        self.assertAllClose(value, float(schedule(1)))
+    def test_each_update_gets_the_rate_of_its_step(self):
+        # The first update has the rate of step 1 (finite, not 0), the second
+        # that of step 2: each update its own (it lagged one step behind).
+        schedule = TransformerSchedule(d_model=64, warmup_steps=10)
+        model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1)])
+        optimizer = keras.optimizers.SGD(schedule)
+        kernel = model.trainable_variables[0]
+        for step_num in (1, 2, 3):
+            before = kernel.numpy().copy()
+            # d(loss)/d(kernel) = 1 for loss = kernel * 1 (input 1, bias 0).
+            optimizer.apply(
+                [np.ones_like(before), np.zeros((1,), "float32")],
+                model.trainable_variables,
+            )
+            self.assertAllClose(
+                before - kernel.numpy(), [[paper_rate(step_num, 64, 10)]], rtol=1e-5
+            )
 
     def test_scale(self):
         base = TransformerSchedule(64, 10)
@@ -68,5 +83,5 @@ class TransformerScheduleTest(TestCase):
             {"d_model": 64, "warmup_steps": 10, "scale": 0.5},
         )
         self.assertAllClose(
-            float(schedule(20)), 0.5 * paper_rate(20, 64, 10), rtol=1e-6
+            float(schedule(19)), 0.5 * paper_rate(20, 64, 10), rtol=1e-6
         )
