@@ -33,6 +33,8 @@ setuptools.setup(
         "absl-py>=2.1,<3",
         "h5py>=3.10,<4",
         "tensorboard>=2.21,<2.22",
+        # The export's TF Serving warmup requests (PredictionLog protos).
+        "tensorflow-serving-api>=2.21,<2.22",
         "numpy>=1.26,<3",
         "matplotlib>=3.8,<4",
     ],

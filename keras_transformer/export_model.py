@@ -23,6 +23,7 @@ from absl import app, flags
 
 from keras_transformer import inference, serving
 from keras_transformer.commands import fail
+from keras_transformer.data import text_files
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.decoding import translator as translator_lib
 from keras_transformer.training import averaging
@@ -109,6 +110,22 @@ def define_flags(flag_values=FLAGS):
         "run side by side (same results; faster on CPU at batches of 8 and more); "
         "1 searches the whole batch at once.",
         lower_bound=1,
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
+        "warmup",
+        True,
+        "Write TF Serving's warmup requests (assets.extra/"
+        "tf_serving_warmup_requests), one per signature, which TF Serving runs "
+        "when it loads the version, so that no client request pays for the "
+        "first call's set-up.",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_string(
+        "warmup_file",
+        None,
+        "Text file of sentences, one per line, for the warmup requests (one "
+        "batch); default: two built-in sentences.",
         flag_values=flag_values,
     )
     flags.DEFINE_bool(
@@ -218,6 +235,8 @@ def export(
     overwrite,
     jit_compile=False,
     parallel_searches=translator_lib.DEFAULT_PARALLEL_SEARCHES,
+    warmup=True,
+    warmup_file=None,
 ):
     """Loads the model and vocabulary and writes the SavedModel.
 
@@ -230,10 +249,12 @@ def export(
     Raises:
         ValueError: if neither `model_dir` nor `checkpoints` is given,
             `model_name`, `version`, the vocabulary or a checkpoint is
-            invalid, or `overwrite` would delete an input (one inside the
-            version directory).
-        FileNotFoundError: if `model_dir`, a checkpoint or the vocabulary
-            does not exist.
+            invalid, `overwrite` would delete an input (one inside the
+            version directory), or `warmup_file` is not a UTF-8 text file
+            (see `text_files.read_sentences`) or is given with `warmup`
+            False.
+        FileNotFoundError: if `model_dir`, a checkpoint, the vocabulary or
+            `warmup_file` does not exist.
         FileExistsError: if the version exists and `overwrite` is False.
     """
     if not checkpoints and not model_dir:
@@ -248,6 +269,15 @@ def export(
         )
     path = serving.serving_path(export_dir, model_name, version)
     serving.check_export_path(path, overwrite)
+    warmup_sentences = serving.WARMUP_SENTENCES if warmup else None
+    if warmup_file and not warmup:
+        raise ValueError(
+            "--warmup_file gives the sentences of the warmup requests, which "
+            "--nowarmup turns off; drop one of them. "
+            f"Received: warmup_file={warmup_file}, warmup=False"
+        )
+    if warmup_file:
+        warmup_sentences = text_files.read_sentences(warmup_file, "warmup_file")
     vocab = vocab or default_vocab(model_dir, checkpoints)
     tokenizer = load_vocab(vocab)
     checkpoints = checkpoints or [os.path.join(model_dir, serving.MODEL_FILE)]
@@ -264,7 +294,9 @@ def export(
         jit_compile=jit_compile,
         parallel_searches=parallel_searches,
     )
-    return serving.export_translator(translator, path, overwrite=overwrite)
+    return serving.export_translator(
+        translator, path, overwrite=overwrite, warmup_sentences=warmup_sentences
+    )
 
 
 def main(argv):
@@ -284,6 +316,8 @@ def main(argv):
             overwrite=FLAGS.overwrite,
             jit_compile=FLAGS.jit_compile,
             parallel_searches=FLAGS.parallel_searches,
+            warmup=FLAGS.warmup,
+            warmup_file=FLAGS.warmup_file,
         )
     except (ValueError, OSError, TypeError) as error:
         # User errors: one line, no TensorFlow traceback.

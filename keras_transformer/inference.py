@@ -7,6 +7,7 @@ model directory of numbered versions (the highest is used).
 """
 
 import os
+import re
 
 import tensorflow as tf
 
@@ -41,13 +42,15 @@ def _is_saved_model(path):
 
 
 def _latest_version(path):
+    """The highest numbered SavedModel directory in `path`, as TF Serving
+    picks it (by the number: "010" is version 10), or None."""
+    names = [name.rstrip("/") for name in tf.io.gfile.listdir(path)]
     versions = [
-        int(name.rstrip("/"))
-        for name in tf.io.gfile.listdir(path)
-        if name.rstrip("/").isdigit()
-        and _is_saved_model(os.path.join(path, name.rstrip("/")))
+        (int(name), name)
+        for name in names
+        if re.fullmatch("[0-9]+", name) and _is_saved_model(os.path.join(path, name))
     ]
-    return os.path.join(path, str(max(versions))) if versions else None
+    return os.path.join(path, max(versions)[1]) if versions else None
 
 
 def export_path(path: str) -> str | None:

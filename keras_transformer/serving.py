@@ -4,13 +4,16 @@ import glob
 import json
 import os
 import re
+import uuid
 import zipfile
 
 import keras
+import numpy as np
 import tensorflow as tf
 from google.protobuf import message
 from tensorflow.core.protobuf import saved_model_pb2
 
+from keras_transformer import warmup
 from keras_transformer.checks import is_integer
 from keras_transformer.model import Transformer
 
@@ -24,6 +27,16 @@ DEFAULT_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "translate_ids"
 OPTIONS_SIGNATURE = "translate_with_options"
 
+# The sentences of the warmup requests written with an export: a short and a
+# typical one, so that each of the default two parallel searches decodes one.
+# Any text runs every op of a signature.
+WARMUP_SENTENCES = (
+    "Hello.",
+    "The committee will meet again on the fourth of May to discuss the report.",
+)
+
+# TF Serving parses version directory names as int64.
+_MAX_VERSION = 2**63 - 1
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 # The first bytes of a `.keras` file (a zip archive).
 _ZIP_MAGIC = b"PK\x03\x04"
@@ -48,17 +61,64 @@ def serving_signatures(translator) -> dict:
     }
 
 
+def warmup_inputs(translator, sentences=WARMUP_SENTENCES) -> dict:
+    """One request to each signature of a `Translator`'s export.
+
+    Args:
+        translator: the exported `Translator`.
+        sentences: the requests' sentences, a non-empty sequence of str.
+
+    Returns:
+        dict of signature name -> dict of input name -> numpy array: the
+        sentences, their token ids for `translate_ids` (as a client that
+        tokenizes with the vocabulary sends them) and the export's default
+        decoding options.
+
+    Raises:
+        ValueError: if `sentences` is empty or not strings.
+    """
+    if (
+        isinstance(sentences, (str, bytes))
+        or not sentences
+        or not all(isinstance(sentence, str) for sentence in sentences)
+    ):
+        raise ValueError(
+            "The warmup sentences must be a non-empty list of strings. "
+            f"Received: sentences={sentences!r}"
+        )
+    strings = np.array([sentence.encode("utf-8") for sentence in sentences], object)
+    ids = translator.tokenizer.tokenize(tf.constant(strings)).to_tensor()
+    return {
+        DEFAULT_SIGNATURE: {"inputs": strings},
+        IDS_SIGNATURE: {"source_ids": ids.numpy().astype(np.int32)},
+        OPTIONS_SIGNATURE: {
+            "inputs": strings,
+            "alpha": np.float32(translator.alpha),
+            "length_offset": np.int32(translator.length_offset),
+            "num_hypotheses": np.int32(translator.beam_size),
+        },
+    }
+
+
 def serving_path(base_dir: str, model_name: str, version: int) -> str:
     """The TF Serving layout `<base_dir>/<model_name>/<version>`.
 
     Raises:
-        ValueError: if `version` is not a positive integer or `model_name`
+        ValueError: if `base_dir` is empty, `version` is not a positive
+            integer of int64 (TF Serving's version numbers) or `model_name`
             is not a plain name (letters, digits, `_`, `.`, `-`).
     """
-    if not is_integer(version) or version < 1:
+    if not isinstance(base_dir, str) or not base_dir:
+        # "" would export into the working directory, without a word.
         raise ValueError(
-            "`version` must be a positive integer: TF Serving loads the "
-            "numerically highest version directory. "
+            "The export base directory (--export_dir) must name a directory "
+            f"(TF Serving's model base). Received: base_dir={base_dir!r}"
+        )
+    if not is_integer(version) or not 1 <= version <= _MAX_VERSION:
+        raise ValueError(
+            "`version` must be a positive integer of at most 2**63 - 1: TF "
+            "Serving reads version directories as int64 numbers and loads "
+            "the highest. "
             f"Received: version={version!r}"
         )
     if not isinstance(model_name, str) or not _MODEL_NAME.match(model_name):
@@ -113,35 +173,72 @@ def check_export_path(path: str, overwrite: bool = False) -> None:
         )
 
 
-def export_translator(translator, path: str, overwrite: bool = False) -> str:
+def export_translator(
+    translator,
+    path: str,
+    overwrite: bool = False,
+    warmup_sentences=WARMUP_SENTENCES,
+) -> str:
     """Saves a `Translator` as a SavedModel with its three signatures.
 
     Only inference state is saved: the model weights and the tokenizer's
     sentencepiece model (no optimizer, no Keras objects), so the SavedModel
     loads where only `tensorflow` and `tensorflow_text` are installed. The
-    directory appears at once when complete (written beside it, then
-    renamed), so a TF Serving instance that polls the base directory never
-    loads a half-written version.
+    directory appears at once when complete (written beside it under a name
+    of its own, then renamed), so a TF Serving instance that polls the base
+    directory never loads a half-written version; on a filesystem whose
+    rename of a directory is a copy (e.g. `gs://`), only when the polling
+    falls outside the copy. With it go TF Serving's warmup requests
+    (`warmup.WARMUP_FILE`), one per signature, which TF Serving runs when it
+    loads the version, before serving it: the first request of each
+    signature would otherwise pay for instantiating its functions and
+    creating their kernels.
 
     Args:
         translator: the `Translator` to export.
         path: the version directory, e.g. from `serving_path`.
-        overwrite: replace an existing directory at `path`.
+        overwrite: replace an existing directory at `path` (moved aside,
+            then deleted once the new one is in place). TF Serving does not
+            reload a version it serves when its files change: export a new
+            version to roll out a model.
+        warmup_sentences: the warmup requests' sentences (`warmup_inputs`),
+            or None to write none.
 
     Returns:
         `path`.
 
     Raises:
         FileExistsError: if `path` exists and `overwrite` is False.
+        ValueError: if `warmup_sentences` is not a list of strings.
     """
     check_export_path(path, overwrite)
-    partial = path.rstrip("/") + ".partial"
-    if tf.io.gfile.exists(partial):
-        tf.io.gfile.rmtree(partial)
-    tf.saved_model.save(translator, partial, signatures=serving_signatures(translator))
+    requests = None
+    if warmup_sentences is not None:
+        requests = warmup_inputs(translator, warmup_sentences)
+    # Beside the version, under names of this export's own (TF Serving
+    # loads only numeric names): nothing that exists is ever written over,
+    # and two exports of one version do not share a staging directory.
+    tag = uuid.uuid4().hex[:12]
+    partial = f"{path.rstrip('/')}.partial-{tag}"
+    try:
+        tf.saved_model.save(
+            translator, partial, signatures=serving_signatures(translator)
+        )
+        if requests is not None:
+            warmup.write_warmup_requests(partial, requests)
+    except BaseException:
+        if tf.io.gfile.exists(partial):
+            tf.io.gfile.rmtree(partial)
+        raise
+    replaced = None
     if tf.io.gfile.exists(path):
-        tf.io.gfile.rmtree(path)
+        # Moved aside, not deleted, before the new version moves in: the
+        # version directory is missing for two renames, not for a deletion.
+        replaced = f"{path.rstrip('/')}.replaced-{tag}"
+        tf.io.gfile.rename(path, replaced)
     tf.io.gfile.rename(partial, path)
+    if replaced is not None:
+        tf.io.gfile.rmtree(replaced)
     return path
 
 

@@ -17,7 +17,7 @@ import sys
 from absl import app, flags
 
 from keras_transformer.commands import define_threads_flag, fail, progress_printer
-from keras_transformer.data.text_files import read_file, split_lines
+from keras_transformer.data.text_files import read_sentences, split_lines
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
@@ -54,7 +54,10 @@ def main(argv):
                 )
             sentences, on_batch = _arguments(argv[1:]), None
         elif FLAGS.input:
-            sentences, on_batch = _read_input(FLAGS.input), progress_printer()
+            sentences, on_batch = (
+                read_sentences(FLAGS.input, "input"),
+                progress_printer(),
+            )
         else:
             # Bytes, split as --input files are (on "\n" only, checked UTF-8).
             sentences = split_lines(sys.stdin.buffer.read(), "standard input")
@@ -77,24 +80,6 @@ def main(argv):
         # would flush stdout again at exit and print a traceback.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 0
-
-
-def _read_input(path):
-    """The lines of the --input file, split as standard input is (so a file
-    of only blank lines translates to as many empty lines, one per line).
-
-    Raises:
-        FileNotFoundError: if there is no file at `path`.
-        ValueError: if it is a directory, cannot be read, is empty, or is
-            not UTF-8 (the message names the line).
-    """
-    hint = "Pass a text file of sentences, one per line."
-    data = read_file(path, "The --input file", hint, argument="input")
-    if not data:
-        raise ValueError(
-            f"The --input file {path} is empty. {hint} Received: input={path}"
-        )
-    return split_lines(data, path)
 
 
 def _arguments(arguments):

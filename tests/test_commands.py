@@ -13,6 +13,7 @@ import sacrebleu
 from absl import flags
 
 from keras_transformer import evaluate, serving, translate
+from keras_transformer.data import text_files
 from keras_transformer.decoding.translator import Translator
 from tests.data import fixtures
 from tests.decoding.test_translator import tiny_model
@@ -213,9 +214,9 @@ class CommandsTest(TestCase):
             with self.assertRaisesRegex(
                 error, re.escape(f"{message}. {hint} Received: input={path}")
             ):
-                translate._read_input(path)
+                text_files.read_sentences(path, "input")
         crlf = fixtures.write(os.path.join(self.folder, "crlf.en"), "Hi.\r\nYes.\r\n")
-        self.assertEqual(translate._read_input(crlf), ["Hi.", "Yes."])
+        self.assertEqual(text_files.read_sentences(crlf, "input"), ["Hi.", "Yes."])
 
     def test_arguments_must_be_utf8(self):
         # Python keeps bytes that are not UTF-8 as lone surrogates.

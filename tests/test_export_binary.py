@@ -11,7 +11,7 @@ import zipfile
 import pytest
 import tensorflow as tf
 
-from keras_transformer import export_model, serving
+from keras_transformer import export_model, serving, warmup
 from keras_transformer.decoding.translator import Translator
 from tests.data import fixtures
 from tests.decoding.test_translator import tiny_model
@@ -70,6 +70,9 @@ class ExportBinaryTest(TestCase):
     def test_command_writes_a_tf_serving_version_that_translates(self):
         model_dir, model = write_model_dir(self)
         export_dir = fixtures.tempdir(self)
+        warmup_file = fixtures.write(
+            os.path.join(model_dir, "warmup.txt"), "\n".join(SENTENCES) + "\n"
+        )
         result = run_binary(
             self,
             f"--model_dir={model_dir}",
@@ -77,6 +80,7 @@ class ExportBinaryTest(TestCase):
             "--model_name=en_de",
             "--version=2",
             "--length_offset=4",
+            f"--warmup_file={warmup_file}",
         )
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         path = os.path.join(export_dir, "en_de", "2")
@@ -90,6 +94,43 @@ class ExportBinaryTest(TestCase):
         served = loaded.signatures["serving_default"](inputs=tf.constant(SENTENCES))
         self.assertAllEqual(served["outputs"], expected["outputs"])
         self.assertAllClose(served["scores"], expected["scores"])
+        # TF Serving's warmup requests, of the --warmup_file sentences.
+        requests = dict(warmup.read_warmup_requests(path))
+        self.assertCountEqual(requests, loaded.signatures.keys())
+        self.assertEqual(
+            requests["serving_default"]["inputs"].tolist(),
+            [sentence.encode() for sentence in SENTENCES],
+        )
+
+    def test_warmup_file_is_checked_before_loading(self):
+        export_dir = fixtures.tempdir(self)
+        missing = os.path.join(export_dir, "warmup.txt")
+        with self.assertRaisesRegex(
+            ValueError,
+            re.escape(
+                "--warmup_file gives the sentences of the warmup requests, which "
+                "--nowarmup turns off; drop one of them. "
+                f"Received: warmup_file={missing}, warmup=False"
+            ),
+        ):
+            export(
+                checkpoints=["missing.keras"],
+                export_dir=export_dir,
+                warmup=False,
+                warmup_file=missing,
+            )
+        with self.assertRaisesRegex(
+            FileNotFoundError,
+            re.escape(
+                f"The --warmup_file file {missing} does not exist. Pass a text "
+                f"file of sentences, one per line. Received: warmup_file={missing}"
+            ),
+        ):
+            export(
+                checkpoints=["missing.keras"],
+                export_dir=export_dir,
+                warmup_file=missing,
+            )
 
     def test_export_needs_a_model(self):
         with self.assertRaisesRegex(

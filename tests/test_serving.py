@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import inference, serving
+from keras_transformer import inference, serving, warmup
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.training import averaging
 from tests.data import fixtures
@@ -121,6 +121,7 @@ class ExportTest(TestCase):
         cls.single_search_path = serving.export_translator(
             Translator(model, fixtures.tokenizer(), parallel_searches=1),
             os.path.join(cls.base_dir, "single", "1"),
+            warmup_sentences=None,
         )
         cls.xla_path = serving.export_translator(
             Translator(model, fixtures.tokenizer(), length_offset=4, jit_compile=True),
@@ -154,6 +155,43 @@ class ExportTest(TestCase):
             ]
         )
         self.assert_translates_as_expected(output)
+
+    def test_warmup_requests_run_on_every_signature(self):
+        """TF Serving replays each request of the warmup file when it loads
+        the version, and refuses the version if one fails: each must name a
+        signature and give every input of it, of its dtype and rank."""
+        loaded = serving.load_exported(self.path)
+        requests = warmup.read_warmup_requests(self.path)
+        self.assertCountEqual(
+            [name for name, _ in requests], list(loaded.signatures.keys())
+        )
+        sentences = [s.encode() for s in serving.WARMUP_SENTENCES]
+        for name, inputs in requests:
+            specs = loaded.signatures[name].structured_input_signature[1]
+            self.assertCountEqual(inputs, specs, name)
+            for key, value in inputs.items():
+                self.assertEqual(value.dtype, specs[key].dtype.as_numpy_dtype, key)
+                self.assertTrue(specs[key].shape.is_compatible_with(value.shape))
+            outputs = loaded.signatures[name](
+                **{key: tf.constant(value) for key, value in inputs.items()}
+            )
+            self.assertEqual(outputs["scores"].shape[0], len(sentences), name)
+        requests = dict(requests)
+        self.assertEqual(
+            requests[serving.DEFAULT_SIGNATURE]["inputs"].tolist(), sentences
+        )
+        # The ids a client tokenizing with the vocabulary sends, and the
+        # export's own decoding options.
+        ids = fixtures.tokenizer().tokenize(tf.constant(sentences)).to_tensor()
+        self.assertAllEqual(requests[serving.IDS_SIGNATURE]["source_ids"], ids)
+        options = requests[serving.OPTIONS_SIGNATURE]
+        self.assertEqual(
+            (options["alpha"], options["length_offset"], options["num_hypotheses"]),
+            (np.float32(0.6), 4, 4),
+        )
+        self.assertFalse(
+            tf.io.gfile.exists(os.path.join(self.single_search_path, "assets.extra"))
+        )
 
     def test_xla_export_translates_alike_in_a_fresh_process(self):
         # `--jit_compile`: the same translations, XLA run by plain TF.
@@ -226,6 +264,76 @@ class ExportTest(TestCase):
         self.assertIn("outputs['outputs']", default)
         self.assertIn("outputs['scores']", default)
 
+    def test_inputs_of_another_shape_are_refused_as_tf_serving_runs_them(self):
+        """TF Serving runs a request through the C++ session with its tensors
+        as they are: a 2-D batch of strings was translated flattened, with
+        flags of another shape, and a vector option failed deep inside the
+        search. Python's `Session.run` and `tf.function` check feed shapes
+        themselves, so the session is run through the C API, as TF Serving
+        runs it."""
+        from tensorflow.python.client import pywrap_tf_session
+
+        graph = tf.Graph()
+        with tf.compat.v1.Session(graph=graph) as session:
+            meta_graph = tf.compat.v1.saved_model.loader.load(
+                session, ["serve"], self.path
+            )
+
+            def run(signature, feeds):
+                tensors = meta_graph.signature_def[signature]
+
+                def endpoint(info):
+                    return graph.get_tensor_by_name(info.name)._as_tf_output()
+
+                return pywrap_tf_session.TF_SessionRun_wrapper(
+                    session._session,
+                    None,
+                    {endpoint(tensors.inputs[k]): v for k, v in feeds.items()},
+                    [endpoint(info) for info in tensors.outputs.values()],
+                    [],
+                    None,
+                )
+
+            sentence = np.array([SENTENCES[0].encode()], object)
+            self.assertLen(run("serving_default", {"inputs": sentence})[0], 1)
+            for signature, feeds, name, shape, expected in (
+                ("serving_default", {"inputs": sentence[0]}, "inputs", "[]", "[?]"),
+                (
+                    "serving_default",
+                    {"inputs": np.stack([sentence, sentence])},
+                    "inputs",
+                    "[2,1]",
+                    "[?]",
+                ),
+                (
+                    "translate_ids",
+                    {"source_ids": np.array(IDS[0], np.int32)},
+                    "source_ids",
+                    "[4]",
+                    "[?,?]",
+                ),
+                (
+                    "translate_with_options",
+                    {
+                        "inputs": sentence,
+                        "alpha": np.array([0.6], np.float32),
+                        "length_offset": np.int32(4),
+                        "num_hypotheses": np.int32(1),
+                    },
+                    "alpha",
+                    "[1]",
+                    "[]",
+                ),
+            ):
+                with self.assertRaisesRegex(
+                    tf.errors.InvalidArgumentError,
+                    f"Shape of tensor _arg_{signature}_{name}_\\S* "
+                    + re.escape(
+                        f"{shape} is not compatible with expected shape {expected}"
+                    ),
+                ):
+                    run(signature, feeds)
+
     def test_saved_model_cli_run_translates(self):
         sentences = json.dumps(SENTENCES)
         # The script, not the stock CLI, which lacks the sentencepiece ops.
@@ -290,6 +398,33 @@ class ExportTest(TestCase):
         ):
             serving.export_translator(None, self.path)
 
+    def test_overwrite_replaces_the_version_and_nothing_beside_it(self):
+        # Every export of a version deleted `<version>.partial` first, even a
+        # directory of the user's; and --overwrite deleted the old version
+        # before the new one was in place.
+        base = tempfile.mkdtemp(dir=self.base_dir)
+        path = os.path.join(base, "1")
+        os.makedirs(path + ".partial")
+        theirs = fixtures.write(os.path.join(path + ".partial", "notes.txt"), "mine")
+        os.makedirs(path)
+        old = fixtures.write(os.path.join(path, "old.txt"), "old")
+        translator = Translator(tiny_model(), fixtures.tokenizer())
+        # A failed export leaves the old version and no staging directory.
+        with (
+            mock.patch.object(
+                warmup, "write_warmup_requests", side_effect=OSError("disk full")
+            ),
+            self.assertRaisesRegex(OSError, "disk full"),
+        ):
+            serving.export_translator(translator, path, overwrite=True)
+        self.assertCountEqual(os.listdir(base), ["1", "1.partial"])
+        self.assertTrue(os.path.exists(old))
+        serving.export_translator(translator, path, overwrite=True)
+        self.assertCountEqual(os.listdir(base), ["1", "1.partial"])
+        self.assertTrue(os.path.exists(theirs))
+        self.assertFalse(os.path.exists(old))
+        self.assertTrue(os.path.exists(os.path.join(path, "saved_model.pb")))
+
 
 class ServingHelpersTest(TestCase):
     def test_saved_model_cli_script_imports_only_tf_and_tf_text(self):
@@ -307,6 +442,18 @@ class ServingHelpersTest(TestCase):
             {"tensorflow", "tensorflow_text"},
         )
 
+    def test_warmup_sentences_are_checked(self):
+        translator = Translator(tiny_model(), fixtures.tokenizer())
+        for sentences in ([], "Hello.", [b"Hello."]):
+            with self.assertRaisesRegex(
+                ValueError,
+                re.escape(
+                    "The warmup sentences must be a non-empty list of strings. "
+                    f"Received: sentences={sentences!r}"
+                ),
+            ):
+                serving.warmup_inputs(translator, sentences)
+
     def test_serving_path_is_the_tf_serving_layout(self):
         self.assertEqual(serving.serving_path("/models", "en_de", 3), "/models/en_de/3")
 
@@ -314,11 +461,25 @@ class ServingHelpersTest(TestCase):
         for args, message in (
             (("/m", "en_de", 0), "Received: version=0"),
             (("/m", "en_de", "1"), "Received: version='1'"),
+            # TF Serving reads it as int64, and would never load it.
+            (("/m", "en_de", 2**63), f"Received: version={2**63}"),
+            # Into the working directory, without a word.
+            (("", "en_de", 1), "Received: base_dir=''"),
             (("/m", "a/b", 1), "Received: model_name='a/b'"),
             (("/m", "", 1), "Received: model_name=''"),
         ):
             with self.assertRaisesRegex(ValueError, re.escape(message)):
                 serving.serving_path(*args)
+
+    def test_latest_version_is_the_highest_number(self):
+        # As TF Serving reads it: "010" is version 10 (it was looked for as
+        # "10"); a non-numeric or an empty directory is no version.
+        base = fixtures.tempdir(self)
+        for name in ("9", "010", "11.partial-x", "12"):
+            os.makedirs(os.path.join(base, name))
+            if name != "12":
+                fixtures.write(os.path.join(base, name, "saved_model.pb"), "")
+        self.assertEqual(inference.export_path(base), os.path.join(base, "010"))
 
     def test_find_vocab_takes_the_training_runs_vocabulary(self):
         folder = fixtures.tempdir(self)

@@ -56,6 +56,30 @@ def split_lines(data: bytes, name: str) -> list[str]:
     return _lines(text.removesuffix("\n"), name, "input") if text else []
 
 
+def read_sentences(path: str, flag: str) -> list[str]:
+    """The lines of a command's file of sentences (one per line), split as
+    standard input is (a file of only blank lines gives as many empty
+    sentences, one per line).
+
+    Args:
+        path: the file.
+        flag: the command's flag that named it (e.g. "input"), for the
+            messages.
+
+    Raises:
+        FileNotFoundError: if there is no file at `path`.
+        ValueError: if it is a directory, cannot be read, is empty, or is
+            not UTF-8 (the message names the line).
+    """
+    hint = "Pass a text file of sentences, one per line."
+    data = read_file(path, f"The --{flag} file", hint, argument=flag)
+    if not data:
+        raise ValueError(
+            f"The --{flag} file {path} is empty. {hint} Received: {flag}={path}"
+        )
+    return split_lines(data, path)
+
+
 def _lines(text: str, name: str, argument: str) -> list[str]:
     """The stripped lines of `text`, whose final newline is removed: a
     blank last line (e.g. an empty translation) stays a line."""

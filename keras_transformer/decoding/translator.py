@@ -4,6 +4,7 @@ Shape legend: B batch, S source length, L output length, N hypotheses
 returned, K beam.
 """
 
+import functools
 import math
 import re
 
@@ -56,6 +57,28 @@ def _without_eos(ids, lengths):
     `lengths` - 1) is not EOS, i.e. that stopped at their length limit."""
     last = tf.gather(ids, tf.maximum(lengths - 1, 0), batch_dims=2)
     return (lengths > 0) & (last != EOS_ID)
+
+
+def _checking_shapes(method, signature):
+    """`method` with the shapes of its arguments checked in the graph.
+
+    TF Serving feeds a request's tensors whatever their shapes (it does not
+    compare them with the signature's, as Python's `tf.function` does): a
+    2-D batch of strings would be translated flattened, with flags of
+    another shape than the outputs, and a scalar option that is a vector
+    would fail deep inside the search. `EnsureShape` is a runtime check (an
+    assertion on `tf.rank` would be folded away by Grappler, which knows
+    the placeholders' static shapes); its error names the input, its shape
+    and the signature's.
+    """
+
+    @functools.wraps(method)
+    def checked(*args):
+        return method(
+            *(tf.ensure_shape(arg, spec.shape) for arg, spec in zip(args, signature))
+        )
+
+    return checked
 
 
 def _check(condition, problem, name, value):
@@ -191,7 +214,9 @@ class Translator(tf.Module):
         # the call.
         for method, signature in _SIGNATURES.items():
             function = tf.function(
-                getattr(self, method), input_signature=signature, autograph=False
+                _checking_shapes(getattr(self, method), signature),
+                input_signature=signature,
+                autograph=False,
             )
             setattr(self, method, function)
 
