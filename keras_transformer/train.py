@@ -75,8 +75,9 @@ def define_flags(flag_values=FLAGS):
     )
     flags.DEFINE_integer(
         "train_steps",
-        100000,
-        "Optimizer steps (paper: 100k base, 300k big).",
+        None,
+        "Optimizer steps (default: the paper's, 300k for --preset=big, "
+        "100k for the others).",
         lower_bound=1,
         **fv,
     )
@@ -102,8 +103,9 @@ def define_flags(flag_values=FLAGS):
     )
     flags.DEFINE_integer(
         "keep_checkpoints",
-        5,
-        "Checkpoints kept (paper averages the last 5 base, 20 big).",
+        None,
+        "Checkpoints kept (default: the paper's averaging window, 20 for "
+        "--preset=big, 5 for the others).",
         lower_bound=1,
         **fv,
     )
@@ -136,6 +138,14 @@ def define_flags(flag_values=FLAGS):
         None,
         "The TPU of --strategy=tpu (required with it): its name, a "
         "grpc://IP:8470 address, or 'local' on a TPU VM.",
+        **fv,
+    )
+    flags.DEFINE_integer(
+        "worker_startup_timeout",
+        distribution.DEFAULT_WORKER_STARTUP_TIMEOUT,
+        "Seconds the workers of --strategy=multi_worker wait for each other "
+        "at start-up before failing with the missing ones named.",
+        lower_bound=1,
         **fv,
     )
     flags.DEFINE_integer(
@@ -172,8 +182,12 @@ def define_flags(flag_values=FLAGS):
         **fv,
     )
     flags.register_multi_flags_validator(
-        ["train_steps", "steps_per_checkpoint"],
-        lambda f: f["train_steps"] % f["steps_per_checkpoint"] == 0,
+        ["preset", "train_steps", "steps_per_checkpoint"],
+        lambda f: (
+            training_length(f["preset"], f["train_steps"])[0]
+            % f["steps_per_checkpoint"]
+            == 0
+        ),
         "--train_steps must be a multiple of --steps_per_checkpoint (fit runs "
         "whole checkpoint intervals): change either one.",
         **fv,
@@ -191,6 +205,16 @@ def define_flags(flag_values=FLAGS):
         "--bleu_every_steps must be a multiple of --steps_per_checkpoint.",
         **fv,
     )
+
+
+def training_length(
+    preset: str, train_steps: int | None, keep_checkpoints: int | None = None
+) -> tuple[int, int]:
+    """`(train_steps, keep_checkpoints)`: the flags, or where unset the
+    paper's for the preset (section 5.2: big trained 300k steps, base 100k;
+    section 6.1: the last 20 or 5 checkpoints averaged)."""
+    paper_steps, paper_window = (300000, 20) if preset == "big" else (100000, 5)
+    return train_steps or paper_steps, keep_checkpoints or paper_window
 
 
 def parse_overrides(items: list[str]) -> dict:
@@ -282,6 +306,9 @@ def main(argv, flag_values=FLAGS):
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     try:
         config = config_from_flags(flag_values)
+        train_steps, keep_checkpoints = training_length(
+            flag_values.preset, flag_values.train_steps, flag_values.keep_checkpoints
+        )
         # Before TensorFlow starts (run_training checks it per replica).
         run_checks.check_batch_tokens(flag_values.batch_tokens, config.max_length)
         result = trainer.run_training(
@@ -290,19 +317,20 @@ def main(argv, flag_values=FLAGS):
             src_lang=flag_values.src_lang,
             tgt_lang=flag_values.tgt_lang,
             model_dir=flag_values.model_dir,
-            train_steps=flag_values.train_steps,
+            train_steps=train_steps,
             warmup_steps=flag_values.warmup_steps,
             batch_tokens=flag_values.batch_tokens,
             gradient_accumulation_steps=flag_values.gradient_accumulation_steps,
             vocab_size=flag_values.vocab_size,
             learning_rate_scale=flag_values.learning_rate_scale,
             steps_per_checkpoint=flag_values.steps_per_checkpoint,
-            keep_checkpoints=flag_values.keep_checkpoints,
+            keep_checkpoints=keep_checkpoints,
             bleu_every_steps=flag_values.bleu_every_steps,
             bleu_max_sentences=flag_values.bleu_max_sentences,
             strategy=flag_values.strategy,
             num_gpus=flag_values.num_gpus,
             tpu_address=flag_values.tpu,
+            worker_startup_timeout=flag_values.worker_startup_timeout,
             mixed_precision=flag_values.mixed_precision,
             jit_compile=flag_values.jit_compile,
             seed=flag_values.seed,

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from unittest import mock
 
 import pytest
 from absl import flags
@@ -72,6 +73,37 @@ class TrainFlagsTest(TestCase):
                 self.assertRaisesRegex(flags.IllegalFlagValueError, message),
             ):
                 parse(*args)
+
+    def test_training_length_defaults_to_the_papers_for_the_preset(self):
+        captured = {}
+
+        def run_training(config, **kwargs):
+            captured.update(kwargs)
+            raise ValueError("stop here")
+
+        self.enter_context(
+            mock.patch.object(train.trainer, "run_training", run_training)
+        )
+        # Section 5.2: big trained 300k steps, base 100k; section 6.1: the
+        # last 20 or 5 checkpoints averaged.
+        for args, want in (
+            (["--preset=big"], (300000, 20)),
+            (["--preset=base"], (100000, 5)),
+            (["--preset=C3"], (100000, 5)),
+            (["--preset=big", "--train_steps=2000", "--keep_checkpoints=3"], (2000, 3)),
+        ):
+            with self.subTest(args=args):
+                captured.clear()
+                status, _ = run_main("--data=demo", *args)
+                self.assertEqual(status, 1)
+                got = captured["train_steps"], captured["keep_checkpoints"]
+                self.assertEqual(got, want)
+        # The divisibility check sees the preset's default.
+        parse("--preset=big", "--steps_per_checkpoint=150000")
+        with self.assertRaisesRegex(
+            flags.IllegalFlagValueError, "multiple of --steps_per_checkpoint"
+        ):
+            parse("--preset=base", "--steps_per_checkpoint=150000")
 
     def test_seed_bounds_are_numpys(self):
         self.assertEqual(parse("--seed=4294967295").seed, 2**32 - 1)

@@ -2,18 +2,31 @@
 
 import json
 import os
+import re
+import signal
+import threading
 
 import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
+from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
+from tensorflow.python.eager import context as eager_context
 
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
+# How long the workers of a multi-worker cluster wait for each other at
+# start-up; pods of a cluster job can take minutes to be scheduled.
+DEFAULT_WORKER_STARTUP_TIMEOUT = 600
+
+
 def create_strategy(
-    name: str = "default", num_gpus: int = 0, tpu_address: str | None = None
+    name: str = "default",
+    num_gpus: int = 0,
+    tpu_address: str | None = None,
+    worker_startup_timeout: float = DEFAULT_WORKER_STARTUP_TIMEOUT,
 ) -> tf.distribute.Strategy:
     """Builds the strategy that `model.fit` runs under.
 
@@ -27,6 +40,8 @@ def create_strategy(
             machine has none, the CPU's logical devices).
         tpu_address: the TPU of "tpu", which needs it: its name, a
             "grpc://IP:8470" address, or "local" for a TPU VM's own.
+        worker_startup_timeout: with "multi_worker", the seconds every
+            worker waits for all the others to start before it fails.
 
     Returns:
         A `tf.distribute.Strategy`.
@@ -34,8 +49,11 @@ def create_strategy(
     Raises:
         ValueError: for an unknown name, more GPUs than visible, `num_gpus`
             with a strategy other than "mirrored", `tpu_address` missing
-            with "tpu" or given with another strategy, or "multi_worker"
-            without a valid `TF_CONFIG`.
+            with "tpu" or given with another strategy, "multi_worker"
+            without a valid `TF_CONFIG`, or a `worker_startup_timeout` that
+            is not a positive number.
+        TimeoutError: when the workers of "multi_worker" did not all start
+            within `worker_startup_timeout`; it names the missing ones.
     """
     if name not in STRATEGIES:
         raise ValueError(
@@ -69,7 +87,7 @@ def create_strategy(
         # Before anything initialises TensorFlow's runtime (even listing
         # devices): the collective ops are configured at startup.
         _check_tf_config()
-        return tf.distribute.MultiWorkerMirroredStrategy()
+        return _multi_worker_strategy(worker_startup_timeout)
     gpus = tf.config.list_logical_devices("GPU")
     # Without GPUs, "mirrored" replicates over the CPU's logical devices
     # (how the tests run 8 replicas on one CPU).
@@ -112,6 +130,105 @@ def create_strategy(
             f"VM. Received: tpu_address={tpu_address!r}"
         ) from None
     return tf.distribute.TPUStrategy(resolver)
+
+
+def _multi_worker_strategy(startup_timeout: float):
+    """`MultiWorkerMirroredStrategy` whose start-up wait is bounded, and
+    after which SIGTERM stops the process again."""
+    if not (
+        isinstance(startup_timeout, (int, float)) and 0 < startup_timeout < 2**31 / 1000
+    ):
+        raise ValueError(
+            "`worker_startup_timeout` must be a positive number of seconds "
+            "(--worker_startup_timeout), e.g. 600. "
+            f"Received: worker_startup_timeout={startup_timeout!r}"
+        )
+    tf_config = json.loads(os.environ["TF_CONFIG"])
+    workers = tf_config["cluster"]["worker"]
+    index = tf_config["task"]["index"]
+    # The strategy's own coordination service waits forever for a missing
+    # worker, holding the GIL (no Python watchdog can run) with SIGTERM
+    # caught. As a barrier with a timeout, registration fails on every
+    # worker that waits, the leader (worker 0) included.
+    eager_context.context().configure_coordination_service(
+        service_type="standalone",
+        service_leader="/job:worker/replica:0/task:0",
+        cluster_register_timeout_in_ms=int(startup_timeout * 1000),
+        coordinated_jobs=[
+            coordination_config_pb2.CoordinatedJob(
+                name="worker", num_tasks=len(workers)
+            )
+        ],
+    )
+    eager_context.context().coordination_service.cluster_register_with_barrier = True
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    except tf.errors.DeadlineExceededError as error:
+        raise TimeoutError(
+            _startup_timeout_message(error.message, workers, index, startup_timeout)
+        ) from None
+    if threading.current_thread() is threading.main_thread():
+        # TensorFlow's preemption notifier now swallows SIGTERM (it is for
+        # tf.distribute's PreemptionCheckpointHandler, unused here): a
+        # stopped worker would train on until SIGKILL. Restore the handler
+        # (the default: terminate), as under the other strategies.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if handler is None else handler)
+    return strategy
+
+
+def lost_worker_error(
+    strategy: tf.distribute.Strategy, error: Exception, resume_step: int
+) -> ConnectionError | None:
+    """The user error for `error`, raised in this worker when another
+    worker of its cluster stopped (crashed, killed, preempted), or None for
+    any other error.
+
+    The coordination service notices a worker that stops sending
+    heartbeats and aborts the others' collectives; TensorFlow's traceback
+    from deep inside the train step does not say what to do.
+
+    Args:
+        strategy: the training strategy.
+        error: what the training raised.
+        resume_step: the step a rerun resumes from (the last backup's).
+    """
+    listed = re.search(
+        r"stopped sending heartbeats\):\s*((?:/job:worker/replica:0/task:\d+\s*)*)",
+        getattr(error, "message", ""),
+    )
+    if worker_count(strategy) == 1 or not listed:
+        return None
+    tasks = sorted({int(task) for task in re.findall(r"task:(\d+)", listed[1])})
+    named = ", ".join(f"worker {task}" for task in tasks) or "a worker"
+    return ConnectionError(
+        f"The cluster lost {named} during training (it stopped sending "
+        "heartbeats: crashed, killed or preempted), so this worker stops too: "
+        "restart every worker with the same command to resume from step "
+        f"{resume_step}, the last backup."
+    )
+
+
+def _startup_timeout_message(message, workers, index, startup_timeout):
+    """The one-line error of a cluster that did not assemble in time."""
+    # The leader (worker 0) lists the workers that never registered; the
+    # others only see that the leader did not answer.
+    _, listed, stragglers = message.partition("timed out task names:")
+    if listed:
+        tasks = re.findall(r"/job:worker/replica:0/task:(\d+)", stragglers)
+        missing = sorted({int(task) for task in tasks} - {index})
+    else:
+        missing = [0] if index else []
+    named = ", ".join(
+        f"worker {task} ({workers[task]})" for task in missing if task < len(workers)
+    )
+    return (
+        f"Worker {index} of {len(workers)} waited {startup_timeout:g} s for "
+        f"the cluster in TF_CONFIG to start, but {named or 'some worker'} "
+        "did not connect: start every worker of the cluster (the same "
+        "cluster list, each with its own task index) and check that their "
+        "addresses are reachable, or raise --worker_startup_timeout."
+    )
 
 
 _TF_CONFIG_EXAMPLE = (

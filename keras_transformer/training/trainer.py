@@ -41,7 +41,13 @@ from keras_transformer.training.optimizer import (
 DEMO_VOCAB_SIZE = 2000
 # What `run_training` raises for its caller's mistakes (its Raises): the
 # commands print them in one line, without a traceback.
-USER_ERRORS = (ValueError, FileNotFoundError, FloatingPointError)
+USER_ERRORS = (
+    ValueError,
+    FileNotFoundError,
+    FloatingPointError,
+    TimeoutError,
+    ConnectionError,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,6 +150,7 @@ def run_training(
     strategy: "str | tf.distribute.Strategy" = "default",
     num_gpus: int = 0,
     tpu_address: str | None = None,
+    worker_startup_timeout: float = distribution.DEFAULT_WORKER_STARTUP_TIMEOUT,
     mixed_precision: str = "float32",
     jit_compile: bool = True,
     seed: int = 0,
@@ -196,6 +203,9 @@ def run_training(
         num_gpus: see `distribution.create_strategy`.
         tpu_address: the TPU of strategy "tpu" (see
             `distribution.create_strategy`).
+        worker_startup_timeout: seconds the workers of strategy
+            "multi_worker" wait for each other at start-up (see
+            `distribution.create_strategy`).
         mixed_precision: see `distribution.set_precision`.
         jit_compile: XLA for the training step.
         seed: seed of initialization, dropout and shuffling.
@@ -218,6 +228,10 @@ def run_training(
             split when `bleu_max_sentences` asks for BLEU (checked before
             the training data is read).
         FloatingPointError: if the loss becomes NaN or infinite.
+        TimeoutError: when the workers of strategy "multi_worker" did not
+            all start within `worker_startup_timeout`.
+        ConnectionError: when another worker of that strategy stopped
+            during training.
     """
     from keras_transformer.data import pipeline, sources
     from keras_transformer.decoding import translator as translator_lib
@@ -267,7 +281,9 @@ def run_training(
     # First: MultiWorkerMirroredStrategy must configure the collective ops
     # before TensorFlow runs anything.
     if isinstance(strategy, str):
-        strategy_obj = distribution.create_strategy(strategy, num_gpus, tpu_address)
+        strategy_obj = distribution.create_strategy(
+            strategy, num_gpus, tpu_address, worker_startup_timeout
+        )
     else:
         strategy_obj = strategy
     run_checks.check_batch_tokens(
@@ -414,16 +430,22 @@ def run_training(
     # Only now: a run that failed before training never locks model_dir
     # to its settings.
     run_checks.save_settings(write_dir, settings)
-    history = model.fit(
-        dataset,
-        epochs=train_steps // steps_per_checkpoint,
-        steps_per_epoch=steps_per_checkpoint,
-        callbacks=run_callbacks,
-        verbose=verbose,
-        # The pipeline shuffles (seeded, per epoch). Keras ignores `shuffle`
-        # for a dataset but warns about its default, True.
-        shuffle=False,
-    )
+    try:
+        history = model.fit(
+            dataset,
+            epochs=train_steps // steps_per_checkpoint,
+            steps_per_epoch=steps_per_checkpoint,
+            callbacks=run_callbacks,
+            verbose=verbose,
+            # The pipeline shuffles (seeded, per epoch). Keras ignores
+            # `shuffle` for a dataset but warns about its default, True.
+            shuffle=False,
+        )
+    except tf.errors.OpError as error:
+        lost = distribution.lost_worker_error(strategy_obj, error, backup.saved_step)
+        if lost is None:
+            raise
+        raise lost from None
     step = callbacks_lib.current_step(model)
     if nan_stop.nan_step is not None:
         restart = (

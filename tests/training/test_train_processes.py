@@ -231,3 +231,119 @@ class TrainProcessesTest(TestCase):
         self.assertEqual(
             sorted(checkpoint_files(os.path.join(model_dir, "checkpoints"))), [1, 2, 3]
         )
+
+    @pytest.mark.slow
+    @pytest.mark.xdist_group("multi_core")
+    def test_stopped_worker_stops_the_cluster_with_the_resume_step(self):
+        folder = fixtures.tempdir(self)
+        data = write_corpus(folder)
+        model_dir = os.path.join(folder, "run")
+        addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+        processes = []
+        for index in range(2):
+            tf_config = {
+                "cluster": {"worker": addresses},
+                "task": {"type": "worker", "index": index},
+            }
+            processes.append(
+                subprocess.Popen(
+                    train_command(
+                        data,
+                        model_dir,
+                        "--strategy=multi_worker",
+                        "--nojit_compile",
+                        "--train_steps=100000",
+                        "--steps_per_checkpoint=5",
+                    ),
+                    env=environment(TF_CONFIG=json.dumps(tf_config)),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        try:
+            backup = os.path.join(model_dir, "workers", "worker-1", "backup")
+            deadline = time.monotonic() + 240
+            while not os.path.exists(backup) and time.monotonic() < deadline:
+                time.sleep(0.5)
+            self.assertIsNone(processes[1].poll())
+            # TensorFlow's preemption notifier used to swallow SIGTERM: the
+            # worker trained on until SIGKILL.
+            processes[1].send_signal(signal.SIGTERM)
+            stderr = [process.communicate(timeout=120)[1] for process in processes]
+        finally:
+            for process in processes:
+                process.kill()
+        self.assertEqual(processes[1].returncode, -signal.SIGTERM)
+        # The other worker's collectives are aborted once the stopped one
+        # misses its heartbeats: one line, not TensorFlow's traceback.
+        self.assertEqual(processes[0].returncode, 1, stderr[0][-3000:])
+        self.assertRegex(
+            stderr[0],
+            r"train.py: error: The cluster lost worker 1 during training .*"
+            r"restart every worker with the same command to resume from step "
+            r"[1-9][0-9]*, the last backup",
+        )
+        self.assertNotIn("Traceback", stderr[0])
+
+    def test_missing_worker_fails_in_time_naming_it(self):
+        folder = fixtures.tempdir(self)
+        data = write_corpus(folder)
+        model_dir = os.path.join(folder, "run")
+        addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
+        # Worker 0 leads the cluster and sees who never came; worker 1
+        # sees that the leader does not answer. Each alone used to wait
+        # forever, with SIGTERM caught.
+        for index in (0, 1):
+            tf_config = {
+                "cluster": {"worker": addresses},
+                "task": {"type": "worker", "index": index},
+            }
+            result = subprocess.run(
+                train_command(
+                    data,
+                    model_dir,
+                    "--strategy=multi_worker",
+                    "--worker_startup_timeout=2",
+                ),
+                env=environment(TF_CONFIG=json.dumps(tf_config)),
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            self.assertEqual(result.returncode, 1, result.stderr[-3000:])
+            missing = 1 - index
+            self.assertIn(
+                f"train.py: error: Worker {index} of 2 waited 2 s for the cluster "
+                f"in TF_CONFIG to start, but worker {missing} "
+                f"({addresses[missing]}) did not connect",
+                result.stderr,
+            )
+            self.assertNotIn("Traceback", result.stderr)
+        # It failed before writing anything.
+        self.assertFalse(os.path.exists(model_dir))
+
+    def test_sigterm_stops_a_multi_worker_process(self):
+        # TensorFlow's preemption notifier catches SIGTERM once the strategy
+        # starts: a stopped worker trained on until SIGKILL.
+        script = (
+            "import os, signal, time\n"
+            "from keras_transformer.training import distribution\n"
+            "distribution.create_strategy('multi_worker')\n"
+            "print('started', flush=True)\n"
+            "os.kill(os.getpid(), signal.SIGTERM)\n"
+            "time.sleep(60)\n"
+        )
+        tf_config = {
+            "cluster": {"worker": [f"127.0.0.1:{free_port()}"]},
+            "task": {"type": "worker", "index": 0},
+        }
+        result = subprocess.run(
+            [sys.executable, "-c", script],
+            env=environment(TF_CONFIG=json.dumps(tf_config)),
+            capture_output=True,
+            text=True,
+            timeout=50,
+        )
+        self.assertEqual(result.stdout, "started\n", result.stderr[-3000:])
+        self.assertEqual(result.returncode, -signal.SIGTERM)
