@@ -298,6 +298,18 @@ def _absolute_record(record: dict) -> dict:
         return record  # Unequal to any corpus: reported as another one.
 
 
+def _train_files_state(spec, src_lang, tgt_lang) -> dict:
+    """{path: [size, mtime_ns]} of the train split's files (none for the
+    demo and TFDS corpora, which are not edited in place)."""
+    state = {}
+    for path in sources.split_files(spec, "train", src_lang, tgt_lang):
+        # A missing file is left to the reader, whose error names the fix.
+        if tf.io.gfile.exists(path):
+            stat = tf.io.gfile.stat(path)
+            state[path] = [stat.length, stat.mtime_nsec]
+    return state
+
+
 def load_or_train_tokenizer(
     spec: sources.DataSpec | str,
     model_path: str,
@@ -306,6 +318,7 @@ def load_or_train_tokenizer(
     tgt_lang: str,
     vocab_size: int | None = None,
     data_dir: str | None = None,
+    relearn_if_changed: bool = False,
 ) -> tokenizer_lib.SubwordTokenizer:
     """Loads `model_path`, or learns it from both sides of the train split.
 
@@ -313,6 +326,10 @@ def load_or_train_tokenizer(
     `sources.absolute_data_spec`) in `PREFIX.data.json`; loading
     it for another corpus or language pair (in either direction) fails; a
     vocabulary without that record, e.g. one made elsewhere, loads for any.
+    The record also holds the size and modification time of the train
+    split's files: when they changed since (the corpus was edited in
+    place), the vocabulary is learned again if `relearn_if_changed`, else
+    kept with a warning.
 
     Args:
         spec: a `DataSpec` or `--data` string.
@@ -323,6 +340,9 @@ def load_or_train_tokenizer(
         vocab_size: pieces to learn; defaults to the paper's size for the
             pair (`sources.default_vocab_size`).
         data_dir: TFDS data directory (for "tfds" specs).
+        relearn_if_changed: whether a vocabulary whose train files changed
+            is learned again (with its size, unless `vocab_size` is given):
+            true when no model was trained with it yet.
 
     Returns:
         The `SubwordTokenizer`.
@@ -337,10 +357,14 @@ def load_or_train_tokenizer(
     spec = sources.absolute_data_spec(spec)
     corpus = _corpus_record(spec, [src_lang, tgt_lang])
     record_path = prefix + ".data.json"
+    files = _train_files_state(spec, src_lang, tgt_lang)
     if tf.io.gfile.exists(model_path):
+        learned_files = files  # A record of an older version has none.
         if tf.io.gfile.exists(record_path):
             with tf.io.gfile.GFile(record_path) as f:
-                learned_from = _absolute_record(json.load(f))
+                record = json.load(f)
+            learned_from = _absolute_record(record)
+            learned_files = record.get("train_files", files)
             if learned_from != corpus:
                 raise ValueError(
                     f"{model_path} was learned from another corpus "
@@ -350,7 +374,22 @@ def load_or_train_tokenizer(
                     "vocabulary, or use another directory. "
                     f"Received: model_path={model_path}"
                 )
-        return tokenizer_lib.SubwordTokenizer.from_file(model_path)
+        tokenizer = tokenizer_lib.SubwordTokenizer.from_file(model_path)
+        if learned_files == files:
+            return tokenizer
+        if not relearn_if_changed:
+            logging.warning(
+                "The train files changed since %s was learned from them; "
+                "the run keeps the vocabulary its model was trained with.",
+                model_path,
+            )
+            return tokenizer
+        logging.info(
+            "The train files changed since %s was learned from them and no "
+            "model was trained with it yet: learning it again.",
+            model_path,
+        )
+        vocab_size = vocab_size or tokenizer.vocab_size
     if extension != ".model":
         raise ValueError(
             "`model_path` must end in .model (sentencepiece writes "
@@ -370,7 +409,7 @@ def load_or_train_tokenizer(
     # vocabulary without its record.
     tf.io.gfile.makedirs(os.path.dirname(model_path) or ".")
     with tf.io.gfile.GFile(record_path, "w") as f:
-        json.dump(corpus, f, indent=2, sort_keys=True)
+        json.dump(dict(corpus, train_files=files), f, indent=2, sort_keys=True)
     path = tokenizer_lib.train_subword_vocab(
         itertools.chain(side(0), side(1)), vocab_size, prefix
     )

@@ -348,6 +348,10 @@ def run_training(
         tgt_lang=tgt_lang,
         vocab_size=vocab_size,
         data_dir=data_dir,
+        # A vocabulary left by a run that failed before training, whose
+        # corpus was then fixed in place, is learned again; one that a
+        # model was trained with is kept.
+        relearn_if_changed=start_step == 0,
     )
     if vocab_size is not None and tokenizer.vocab_size != vocab_size:
         raise ValueError(

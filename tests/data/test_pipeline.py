@@ -1,5 +1,6 @@
 """Tests of the spec-to-batches glue and its drop counts."""
 
+import functools
 import json
 import os
 
@@ -224,6 +225,54 @@ class PipelineTest(test_case.TestCase):
         pipeline.load_or_train_tokenizer(
             "demo", model_path, src_lang="en", tgt_lang="de"
         )
+
+    def test_vocabulary_of_a_corpus_edited_in_place(self):
+        model_path = os.path.join(self.folder, "vocab", "bpe.model")
+        load = functools.partial(
+            pipeline.load_or_train_tokenizer,
+            self.spec,
+            model_path,
+            src_lang="en",
+            tgt_lang="de",
+        )
+        load(vocab_size=330)
+        with open(model_path, "rb") as f:
+            learned = f.read()
+        # Unchanged files: loaded, even where relearning is allowed.
+        self.assertEqual(load(relearn_if_changed=True).vocab_size, 330)
+        # The German side edited in place (e.g. after a run failed before
+        # training).
+        train_de = os.path.join(self.folder, "train.de")
+        with open(train_de, encoding="utf-8") as f:
+            edited = f.read().replace("Hause", "Donaudampfschifffahrt")
+        fixtures.write(train_de, edited)
+        # A model was trained with the old vocabulary: kept, with a warning.
+        with self.assertLogs(level="WARNING") as logs:
+            load()
+        self.assertIn("The train files changed since", logs.output[0])
+        with open(model_path, "rb") as f:
+            self.assertEqual(f.read(), learned)
+        # None was: learned again, at its size.
+        relearned = load(relearn_if_changed=True)
+        self.assertEqual(relearned.vocab_size, 330)
+        with open(model_path, "rb") as f:
+            self.assertNotEqual(f.read(), learned)
+        # As learned from the edited corpus afresh.
+        fresh = pipeline.load_or_train_tokenizer(
+            self.spec,
+            os.path.join(self.folder, "fresh", "bpe.model"),
+            src_lang="en",
+            tgt_lang="de",
+            vocab_size=330,
+        )
+        ids = list(range(330))
+        self.assertEqual(relearned.id_to_piece(ids), fresh.id_to_piece(ids))
+        # And recorded: the next load keeps it.
+        with open(model_path, "rb") as f:
+            relearned_bytes = f.read()
+        load(relearn_if_changed=True)
+        with open(model_path, "rb") as f:
+            self.assertEqual(f.read(), relearned_bytes)
 
     def test_vocabulary_record_names_its_corpus_wherever_it_is_run(self):
         model_path = os.path.join(self.folder, "vocab", "bpe.model")
