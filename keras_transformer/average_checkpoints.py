@@ -8,44 +8,70 @@ Writes `<model_dir>/averaged.keras` (or `--output`), which export
 """
 
 import os
-import sys
 
 from absl import app, flags
 
+from keras_transformer.commands import fail
+
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "Training directory.")
-flags.DEFINE_integer(
-    "num_checkpoints",
-    5,
-    "How many of the newest checkpoints (paper: 5 base, 20 big).",
-    lower_bound=1,
-)
-flags.DEFINE_string(
-    "output", None, "Output .keras file (default: <model_dir>/averaged.keras)."
-)
-flags.mark_flag_as_required("model_dir")
 
 
-def main(argv):
+def define_flags(flag_values=FLAGS):
+    """Defines the average_checkpoints flags on `flag_values`."""
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_string("model_dir", None, "Training directory.", **fv)
+    flags.DEFINE_integer(
+        "num_checkpoints",
+        5,
+        "How many of the newest checkpoints (paper: 5 base, 20 big).",
+        lower_bound=1,
+        **fv,
+    )
+    flags.DEFINE_string(
+        "output",
+        None,
+        "Output .keras file (default: <model_dir>/averaged.keras).",
+        **fv,
+    )
+    flags.mark_flag_as_required("model_dir", flag_values=flag_values)
+
+
+def main(argv, flag_values=FLAGS):
+    """Averages the checkpoints of the flags (see the module docstring).
+
+    Args:
+        argv: the command line left after the flags (only the program).
+        flag_values: the parsed flags.
+
+    Returns:
+        The exit status: 0, or 1 after a one-line error on stderr.
+    """
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     from keras_transformer.training import averaging
 
-    output = FLAGS.output or os.path.join(FLAGS.model_dir, "averaged.keras")
+    model_dir = flag_values.model_dir
+    output = flag_values.output or os.path.join(model_dir, "averaged.keras")
     try:
         # The run first: a mistyped --model_dir is named as such, not as a
         # missing directory of the default --output inside it.
-        paths = averaging.last_checkpoints(FLAGS.model_dir, FLAGS.num_checkpoints)
-        averaging.check_output(output, FLAGS.model_dir)
+        paths = averaging.last_checkpoints(model_dir, flag_values.num_checkpoints)
+        averaging.check_output(output, model_dir)
         averaging.save_averaged(averaging.average_models(paths), output)
-    except (ValueError, FileNotFoundError, TypeError) as error:
-        print(f"average_checkpoints: error: {error}", file=sys.stderr)
-        return 1
+    except (ValueError, OSError, TypeError) as error:
+        # User errors, and a failed write (e.g. a full disk): one line.
+        return fail("average_checkpoints", error)
     print(f"Averaged {len(paths)} checkpoints into {output}:")
     for path in paths:
         print(f"  {path}")
     return 0
 
 
-if __name__ == "__main__":
+def run():
+    """Entry point of `python -m keras_transformer.average_checkpoints`."""
+    define_flags()
     app.run(main)
+
+
+if __name__ == "__main__":
+    run()

@@ -10,9 +10,10 @@ one) or an exported SavedModel; the languages default to those of the
 training run (its settings.json), which flags must not contradict. Prints
 the sacreBLEU signature to stderr and one JSON line on stdout: bleu, chrf,
 signature, num_sentences and tokenized_bleu — the paper's Table 2 metric,
-BLEU on Moses-tokenized text with compounds split (`##AT##-##AT##`, as
-tensor2tensor's get_ende_bleu.sh; null for Chinese, Japanese and Korean
-targets); see `keras_transformer/evaluation.py`.
+BLEU on Moses-tokenized text, for German targets with compounds split
+(`##AT##-##AT##`, as tensor2tensor's get_ende_bleu.sh); null for Chinese,
+Japanese and Korean targets; tokenized_bleu_signature says which. See
+`keras_transformer/evaluation.py`.
 """
 
 import json
@@ -305,6 +306,25 @@ def _open_output(path: str):
         ) from None
 
 
+def _write_hypotheses(file, hypotheses: list[str], path: str) -> None:
+    """Writes `hypotheses`, one a line, to the opened `--output` `file`
+    and closes it.
+
+    Raises:
+        OSError: (the subclass the write raised) naming `path`, if the
+            write fails, e.g. on a full disk.
+    """
+    try:
+        with file:
+            file.writelines(line + "\n" for line in hypotheses)
+    except OSError as error:
+        raise type(error)(
+            f"Writing --output failed ({error.strerror or error}); the scores "
+            "above are complete, the file is not. "
+            f"Received: output={path}"
+        ) from None
+
+
 def main(argv, flag_values=FLAGS):
     """Evaluates the model of the flags (see the module docstring).
 
@@ -340,9 +360,14 @@ def main(argv, flag_values=FLAGS):
     hypotheses = translator.translate(
         sources_, flag_values.batch_size, progress_printer()
     )
+    write_error = None
     if output:
-        with output:
-            output.writelines(line + "\n" for line in hypotheses)
+        try:
+            _write_hypotheses(output, hypotheses, flag_values.output)
+        except OSError as error:
+            # Reported after the scores: a full disk must not lose the
+            # translation's scores (it was a traceback and no scores).
+            write_error = error
     scores = evaluation.score(hypotheses, references, tgt_lang)
     print(
         f"{translator.description}: BLEU {scores.bleu:.2f} "
@@ -350,12 +375,12 @@ def main(argv, flag_values=FLAGS):
         + (
             "n/a (no spaces between words)"
             if scores.tokenized_bleu is None
-            else f"{scores.tokenized_bleu:.2f}"
+            else f"{scores.tokenized_bleu:.2f} ({scores.tokenized_bleu_signature})"
         ),
         file=sys.stderr,
     )
     print(json.dumps(scores.to_json_dict()))
-    return 0
+    return fail("evaluate", write_error) if write_error else 0
 
 
 def run():

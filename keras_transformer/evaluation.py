@@ -19,9 +19,12 @@ class Scores:
         chrf: chrF (sacreBLEU defaults).
         chrf_signature: its signature.
         tokenized_bleu: BLEU as the paper's Table 2 computed it (see
-            `tokenized_bleu`); not comparable across tokenizations. None for
-            targets written without spaces between words (Chinese,
-            Japanese, Korean), which the Moses tokenizer does not segment.
+            `tokenized_bleu`; hyphenated compounds split for German targets
+            only); not comparable across tokenizations. None for targets
+            written without spaces between words (Chinese, Japanese,
+            Korean), which the Moses tokenizer does not segment.
+        tokenized_bleu_signature: what `tokenized_bleu` computed (see
+            `tokenized_bleu_signature`), or None with it.
         num_sentences: number of segments scored.
     """
 
@@ -30,6 +33,7 @@ class Scores:
     chrf: float
     chrf_signature: str
     tokenized_bleu: float | None
+    tokenized_bleu_signature: str | None
     num_sentences: int
 
     def to_json_dict(self) -> dict:
@@ -41,6 +45,7 @@ class Scores:
             ),
             "signature": self.bleu_signature,
             "chrf_signature": self.chrf_signature,
+            "tokenized_bleu_signature": self.tokenized_bleu_signature,
             "num_sentences": self.num_sentences,
         }
 
@@ -79,6 +84,29 @@ def check_target_language(target_lang: str) -> None:
     _bleu(target_lang)
 
 
+def _sentences(sentences: Sequence[str], name: str) -> list[str]:
+    """`sentences` as a list, checked to be strings.
+
+    Raises:
+        TypeError: if `sentences` is one string (which would be scored as
+            one sentence per character) or an item is not a string.
+    """
+    if isinstance(sentences, (str, bytes)):
+        raise TypeError(
+            f"`{name}` must be a list of sentences, not one string; wrap it "
+            f"in a list. Received: {name}={sentences!r:.60}"
+        )
+    sentences = list(sentences)
+    for index, sentence in enumerate(sentences):
+        if not isinstance(sentence, str):
+            raise TypeError(
+                f"`{name}` must hold strings (decode bytes as UTF-8). "
+                f"Received: {name}[{index}]={sentence!r:.60} "
+                f"({type(sentence).__name__})"
+            )
+    return sentences
+
+
 def score(
     hypotheses: Sequence[str], references: Sequence[str], target_lang="de"
 ) -> Scores:
@@ -86,13 +114,25 @@ def score(
 
     BLEU tokenizes as sacreBLEU does for `target_lang` (13a, or its Chinese,
     Japanese and Korean tokenizers; see the signature); chrF works on
-    characters and needs no tokenizer.
+    characters and needs no tokenizer. The paper's tokenized BLEU
+    (`tokenized_bleu`) splits hyphenated compounds for German targets only.
+
+    Args:
+        hypotheses: detokenized translations, one per segment.
+        references: one detokenized reference for each.
+        target_lang: the language of both, e.g. "de" or "fr".
+
+    Returns:
+        The `Scores` of the corpus.
 
     Raises:
+        TypeError: when either is one string rather than a list of them,
+            or holds something other than strings (e.g. bytes).
         ValueError: when the two lists differ in length or are empty, or
             when BLEU for `target_lang` needs packages that are missing.
     """
-    hypotheses, references = list(hypotheses), list(references)
+    hypotheses = _sentences(hypotheses, "hypotheses")
+    references = _sentences(references, "references")
     if len(hypotheses) != len(references):
         raise ValueError(
             "Every hypothesis needs exactly one reference. Received: "
@@ -115,11 +155,23 @@ def score(
         tokenized_bleu=(
             tokenized_bleu(hypotheses, references, target_lang) if spaced else None
         ),
+        tokenized_bleu_signature=(
+            tokenized_bleu_signature(target_lang) if spaced else None
+        ),
         num_sentences=len(hypotheses),
     )
 
 
 _COMPOUND_HYPHEN = re.compile(r"(\S)-(\S)")
+
+# Hyphenated compounds are split for German targets only. tensor2tensor's one
+# BLEU script, utils/get_ende_bleu.sh, does it after `tokenizer.perl -l de`
+# to be "comparable to papers like GNMT, ConvS2S" on en-de (Stanford's en-de
+# data split them "for historical reasons"); it has no En-Fr counterpart,
+# and fairseq's authors advise against it for En-Fr
+# (facebookresearch/fairseq#2009). Elsewhere each `c'est-à-dire` or `e-mail`
+# would add matched `##AT##-##AT##` n-grams and inflate BLEU.
+_COMPOUND_SPLIT_LANGS = frozenset({"de"})
 
 
 @functools.cache
@@ -130,26 +182,60 @@ def _moses_tokenizer(lang: str):
     return sacremoses.MosesTokenizer(lang=lang)
 
 
-def paper_tokenize(text: str, lang: str = "de") -> str:
+def paper_tokenize(text: str, lang: str) -> str:
     """The tokenization behind the paper's Table 2 BLEU.
 
-    tensor2tensor's `get_ende_bleu.sh` ran the Moses tokenizer
-    (`tokenizer.perl -l de`) and then split hyphenated compounds
-    (`s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g`) before `multi-bleu.perl`;
-    sacremoses is the Python port of that tokenizer.
+    The Moses tokenizer for `lang` (sacremoses, the Python port of
+    `tokenizer.perl -l <lang>`); for German (`lang="de"`) then
+    tensor2tensor's `get_ende_bleu.sh` compound splitting,
+    `s{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g`. Other languages keep their
+    hyphenated words whole, as plain `multi-bleu.perl` scoring does.
+
+    Args:
+        text: a detokenized sentence.
+        lang: its language code, e.g. "de" or "fr".
+
+    Returns:
+        The tokens joined by single spaces.
     """
     tokens = _moses_tokenizer(lang).tokenize(text, return_str=True, escape=False)
+    if lang not in _COMPOUND_SPLIT_LANGS:
+        return tokens
     return _COMPOUND_HYPHEN.sub(r"\1 ##AT##-##AT## \2", tokens)
 
 
+def tokenized_bleu_signature(lang: str) -> str:
+    """What `tokenized_bleu` computes for `lang`, to print beside it.
+
+    Returns:
+        E.g. "moses-de+compound-split|multi-bleu" for German,
+        "moses-fr|multi-bleu" for French.
+    """
+    split = "+compound-split" if lang in _COMPOUND_SPLIT_LANGS else ""
+    return f"moses-{lang}{split}|multi-bleu"
+
+
 def tokenized_bleu(
-    hypotheses: Sequence[str], references: Sequence[str], lang: str = "de"
+    hypotheses: Sequence[str], references: Sequence[str], lang: str
 ) -> float:
     """Case-sensitive BLEU on `paper_tokenize`d text, like multi-bleu.perl.
 
     As multi-bleu.perl: split on spaces only, and no smoothing, so a corpus
     without a matching 4-gram scores 0.
+
+    Args:
+        hypotheses: detokenized translations.
+        references: one detokenized reference for each.
+        lang: the target language (German alone gets compounds split).
+
+    Returns:
+        BLEU in [0, 100].
+
+    Raises:
+        TypeError: as `score`.
     """
+    hypotheses = _sentences(hypotheses, "hypotheses")
+    references = _sentences(references, "references")
     bleu = sacrebleu.metrics.BLEU(tokenize="none", smooth_method="none", force=True)
     return bleu.corpus_score(
         [paper_tokenize(h, lang) for h in hypotheses],

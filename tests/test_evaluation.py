@@ -17,6 +17,9 @@ from keras_transformer import evaluate, evaluation
 from keras_transformer.training import run_checks
 from tests.test_case import TestCase
 
+# Patched by name: `evaluate.main` imports it when it runs.
+INFERENCE = "keras_transformer.inference"
+
 REFERENCES = [
     "Der Mann sieht den großen Hund.",
     "Am dritten Mai liest die Frau ein Buch.",
@@ -38,6 +41,22 @@ def run_main(*args):
     with contextlib.redirect_stderr(stderr):
         status = evaluate.main(["evaluate"], parse(*args))
     return status, stderr.getvalue()
+
+
+def run_with_translations(hypotheses, *args):
+    """`evaluate.main` on the flags with a translator that returns
+    `hypotheses` (the `--model` is never loaded); its exit status, stdout
+    and stderr."""
+    translator = mock.Mock(description="fake")
+    translator.translate.return_value = hypotheses
+    stdout = io.StringIO()
+    with (
+        mock.patch(f"{INFERENCE}.load_translator", return_value=translator),
+        mock.patch(f"{INFERENCE}.set_decoding_threads"),
+        contextlib.redirect_stdout(stdout),
+    ):
+        status, stderr = run_main(*args)
+    return status, stdout.getvalue(), stderr
 
 
 class EvaluationTest(TestCase):
@@ -71,13 +90,51 @@ class EvaluationTest(TestCase):
                 "num_sentences",
                 "signature",
                 "tokenized_bleu",
+                "tokenized_bleu_signature",
             ],
         )
 
     def test_paper_tokenization_splits_compounds_and_punctuation(self):
         self.assertEqual(
-            evaluation.paper_tokenize("Die Nord-Süd-Achse, sagte er."),
+            evaluation.paper_tokenize("Die Nord-Süd-Achse, sagte er.", "de"),
             "Die Nord ##AT##-##AT## Süd ##AT##-##AT## Achse , sagte er .",
+        )
+
+    def test_compound_splitting_is_for_german_targets_only(self):
+        # get_ende_bleu.sh's ##AT## splitting is the en-de convention; French
+        # hyphenated words stay whole, as Moses tokenizes them.
+        self.assertEqual(
+            evaluation.paper_tokenize("C'est-à-dire un porte-avions.", "fr"),
+            "C' est-à-dire un porte-avions .",
+        )
+        for lang in ("en", "fr", "es"):
+            self.assertNotIn(
+                "##AT##", evaluation.paper_tokenize("A well-known e-mail.", lang)
+            )
+        self.assertEqual(
+            evaluation.paper_tokenize("Ein E-Mail-Konto.", "de"),
+            "Ein E ##AT##-##AT## Mail ##AT##-##AT## Konto .",
+        )
+
+    def test_french_tokenized_bleu_is_multi_bleu_on_moses_tokens(self):
+        # multi-bleu.perl on `tokenizer.perl -l fr` output (checked against
+        # the script): "C' est-à-dire qu' il arrive hier ." against
+        # "C' est-à-dire qu' il est arrivé hier ."; 1- to 4-gram precisions
+        # 6/7, 4/6, 2/5, 1/4; 7 words against 8. Split compounds (3 more
+        # matching tokens each side) scored 67.75.
+        hypotheses = ["C'est-à-dire qu'il arrive hier."]
+        references = ["C'est-à-dire qu'il est arrivé hier."]
+        expected = 100 * math.exp(1 - 8 / 7) * (6 / 7 * 4 / 6 * 2 / 5 * 1 / 4) ** 0.25
+        self.assertAllClose(
+            evaluation.tokenized_bleu(hypotheses, references, "fr"), expected
+        )
+        scores = evaluation.score(hypotheses, references, target_lang="fr")
+        self.assertAllClose(scores.tokenized_bleu, expected)
+        self.assertEqual(scores.tokenized_bleu_signature, "moses-fr|multi-bleu")
+        german = evaluation.score(REFERENCES, REFERENCES, target_lang="de")
+        self.assertEqual(
+            german.to_json_dict()["tokenized_bleu_signature"],
+            "moses-de+compound-split|multi-bleu",
         )
 
     def test_length_mismatch_and_empty_input_are_clear_errors(self):
@@ -85,6 +142,30 @@ class EvaluationTest(TestCase):
             evaluation.score(REFERENCES[:2], REFERENCES)
         with self.assertRaisesRegex(ValueError, "empty"):
             evaluation.score([], [])
+
+    def test_a_string_or_bytes_instead_of_sentences_is_a_clear_error(self):
+        # One string was scored as one sentence per character (9 here).
+        for function in (evaluation.score, evaluation.tokenized_bleu):
+            with self.assertRaisesRegex(
+                TypeError,
+                re.escape(
+                    "`hypotheses` must be a list of sentences, not one string; "
+                    "wrap it in a list. Received: hypotheses='Der Hund.'"
+                ),
+            ):
+                function("Der Hund.", "Der Hund.", "de")
+        for references, item in (
+            ([["Der Hund."]], "['Der Hund.'] (list)"),
+            ([b"Der Hund."], "b'Der Hund.' (bytes)"),
+        ):
+            with self.assertRaisesRegex(
+                TypeError,
+                re.escape(
+                    "`references` must hold strings (decode bytes as UTF-8). "
+                    f"Received: references[0]={item}"
+                ),
+            ):
+                evaluation.score(["Der Hund."], references)
 
     def test_bleu_tokenizes_chinese_targets_as_sacrebleu_does(self):
         references = ["我们今天去公园散步。", "他昨天买了一本新书。"]
@@ -97,6 +178,7 @@ class EvaluationTest(TestCase):
         # Moses leaves unspaced sentences whole too: no tokenized BLEU.
         self.assertIsNone(scores.tokenized_bleu)
         self.assertIsNone(scores.to_json_dict()["tokenized_bleu"])
+        self.assertIsNone(scores.to_json_dict()["tokenized_bleu_signature"])
 
     def test_bleu_is_unchanged_for_languages_with_spaces(self):
         hypotheses = [
@@ -131,13 +213,13 @@ class EvaluationTest(TestCase):
         hypothesis = ["Der Mann sieht den Hund"]
         reference = ["Der Mann sieht den großen Hund"]
         self.assertAllClose(
-            evaluation.tokenized_bleu(hypothesis, reference),
+            evaluation.tokenized_bleu(hypothesis, reference, "de"),
             100 * math.exp(1 - 6 / 5) * (1 * 3 / 4 * 2 / 3 * 1 / 2) ** 0.25,
         )
         # No 4-gram in common: multi-bleu.perl gives 0 (smoothing: 10.68).
         self.assertEqual(
             evaluation.tokenized_bleu(
-                ["Der Hund läuft schnell weg."], ["Ein Hund rennt schnell davon."]
+                ["Der Hund läuft schnell weg."], ["Ein Hund rennt schnell davon."], "de"
             ),
             0.0,
         )
@@ -382,6 +464,51 @@ class EvaluateCommandTest(TestCase):
             "The training run's settings.json is not valid JSON (Expecting "
             "property name enclosed in double quotes: line 1 column 2 (char 1)); "
             f"repair or delete it. Received: {path}",
+        )
+
+    def test_tokenized_bleu_is_scored_in_the_target_language(self):
+        # --tgt_lang reaches the tokenized BLEU (French: no compound
+        # splitting), and the printed name says what was computed.
+        export = self.tempdir()  # No settings: the languages of the flags.
+        hypothesis = "C'est-à-dire qu'il arrive hier."
+        ref = os.path.join(self.folder, "test.fr")
+        with open(ref, "w", encoding="utf-8") as file:
+            file.write("C'est-à-dire qu'il est arrivé hier.\n")
+        status, stdout, stderr = run_with_translations(
+            [hypothesis],
+            f"--model={export}",
+            f"--src={self.src}",
+            f"--ref={ref}",
+            "--tgt_lang=fr",
+        )
+        self.assertEqual(status, 0, stderr)
+        scores = json.loads(stdout)
+        # multi-bleu.perl on the Moses tokens (see the French test above).
+        self.assertEqual(scores["tokenized_bleu"], 42.38)
+        self.assertEqual(scores["tokenized_bleu_signature"], "moses-fr|multi-bleu")
+        self.assertIn("tokenized BLEU 42.38 (moses-fr|multi-bleu)", stderr)
+
+    def test_a_failed_output_write_still_prints_the_scores(self):
+        # A full disk: it was a traceback after the translation, no scores.
+        if not os.path.exists("/dev/full"):
+            self.skipTest("needs Linux's /dev/full")
+        status, stdout, stderr = run_with_translations(
+            ["Hallo."],
+            f"--model={self.tempdir()}",
+            f"--src={self.src}",
+            f"--ref={self.ref}",
+            "--output=/dev/full",
+        )
+        self.assertEqual(status, 1)
+        self.assertEqual(json.loads(stdout)["chrf"], 100.0)
+        self.assertIn("chrF 100.00", stderr)
+        self.assertTrue(
+            stderr.endswith(
+                "evaluate: error: Writing --output failed (No space left on "
+                "device); the scores above are complete, the file is not. "
+                "Received: output=/dev/full\n"
+            ),
+            stderr,
         )
 
     def test_missing_bleu_tokenizer_fails_before_translating(self):

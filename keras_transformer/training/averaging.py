@@ -94,7 +94,7 @@ def check_output(output: str, model_dir: str) -> None:
 
     Raises:
         ValueError: if `output` does not end in ".keras" (what evaluation
-            and export read), its directory does not exist or is not
+            and export read), is a directory, its directory does not exist or is not
             writable, or it is one of the run's checkpoints or its final
             model (`model.keras`, what translate, evaluate and export read
             from the run's directory).
@@ -103,6 +103,13 @@ def check_output(output: str, model_dir: str) -> None:
     folder = os.path.dirname(os.path.abspath(output))
     if not output.endswith(".keras"):
         problem = "must be a .keras file (evaluate and export read .keras)"
+    elif os.path.isdir(output):
+        # The average is renamed onto it only after every checkpoint is
+        # loaded and averaged.
+        problem = (
+            "is a directory; name the .keras file to write, e.g. "
+            f"{os.path.join(output, 'averaged.keras')}"
+        )
     elif not os.path.isdir(folder):
         problem = f"must be in an existing directory ({folder} is not one)"
     elif not os.access(folder, os.W_OK):
@@ -127,5 +134,11 @@ def save_averaged(model: Transformer, output: str) -> None:
     partial = os.path.join(
         os.path.dirname(output), "partial-" + os.path.basename(output)
     )
-    model.save(partial)
-    os.replace(partial, output)
+    try:
+        model.save(partial)
+        os.replace(partial, output)
+    except BaseException:
+        # E.g. a full disk: no partial file left beside the checkpoints.
+        if os.path.exists(partial):
+            os.remove(partial)
+        raise

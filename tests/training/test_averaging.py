@@ -4,6 +4,7 @@ import os
 import re
 import subprocess
 import sys
+from unittest import mock
 
 import keras
 import pytest
@@ -30,6 +31,17 @@ def write_checkpoints(folder, steps):
     return models
 
 
+def run_command(*args):
+    """`python -m keras_transformer.average_checkpoints` on the flags."""
+    return subprocess.run(
+        [sys.executable, "-m", "keras_transformer.average_checkpoints", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+
+
 class AveragingTest(TestCase):
     def test_last_checkpoints_are_the_newest_by_step(self):
         folder = fixtures.tempdir(self)
@@ -53,6 +65,7 @@ class AveragingTest(TestCase):
     def test_output_is_checked_before_any_checkpoint_is_loaded(self):
         folder = fixtures.tempdir(self)
         write_checkpoints(folder, [1])
+        os.makedirs(os.path.join(folder, "folder.keras"))
         for output, problem in (
             ("avg.h5", "must be a .keras file"),
             ("missing/avg.keras", "must be in an existing directory"),
@@ -60,28 +73,56 @@ class AveragingTest(TestCase):
             # The run's final model, which translate and export read: it
             # was replaced silently.
             ("model.keras", "must not be the run's final model (model.keras"),
+            # Renamed onto only after the averaging: it failed then.
+            ("folder.keras", "is a directory; name the .keras file to write"),
         ):
             with self.assertRaisesRegex(ValueError, re.escape(problem)):
                 averaging.check_output(os.path.join(folder, output), folder)
         averaging.check_output(os.path.join(folder, "averaged.keras"), folder)
+
+    def test_failed_save_leaves_no_partial_file(self):
+        folder = fixtures.tempdir(self)
+        model = write_checkpoints(folder, [1])[0]
+        output = os.path.join(folder, "averaged.keras")
+        before = sorted(os.listdir(folder))
+        with (
+            mock.patch.object(os, "replace", side_effect=OSError(28, "No space left")),
+            self.assertRaisesRegex(OSError, "No space left"),
+        ):
+            averaging.save_averaged(model, output)
+        self.assertEqual(sorted(os.listdir(folder)), before)
+
+    @pytest.mark.slow
+    def test_command_refuses_a_directory_as_output_before_loading(self):
+        # It was renamed onto only after every checkpoint was loaded and
+        # averaged: an IsADirectoryError traceback and a partial file left.
+        # The checkpoint is damaged: loading it first would fail otherwise.
+        folder = fixtures.tempdir(self)
+        os.makedirs(os.path.join(folder, "checkpoints"))
+        with open(checkpoint_path(os.path.join(folder, "checkpoints"), 1), "w") as f:
+            f.write("damaged")
+        output = os.path.join(folder, "avg.keras")
+        os.makedirs(output)
+        result = run_command(
+            f"--model_dir={folder}", "--num_checkpoints=1", f"--output={output}"
+        )
+        self.assertEqual(result.returncode, 1)
+        self.assertTrue(
+            result.stderr.endswith(
+                "average_checkpoints: error: `output` is a directory; name "
+                f"the .keras file to write, e.g. {output}/averaged.keras. "
+                f"Received: output={output}\n"
+            ),
+            result.stderr[-2000:],
+        )
+        self.assertEqual(sorted(os.listdir(folder)), ["avg.keras", "checkpoints"])
 
     @pytest.mark.slow
     def test_command_names_a_model_dir_that_is_not_a_run(self):
         # Not "`output` must be in an existing directory" for the default
         # --output inside the missing directory.
         folder = os.path.join(fixtures.tempdir(self), "missing")
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "keras_transformer.average_checkpoints",
-                f"--model_dir={folder}",
-            ],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=120,
-        )
+        result = run_command(f"--model_dir={folder}")
         self.assertEqual(result.returncode, 1)
         self.assertIn(
             f"average_checkpoints: error: No checkpoints in {folder}/checkpoints",
@@ -94,19 +135,8 @@ class AveragingTest(TestCase):
         folder = fixtures.tempdir(self)
         models = write_checkpoints(folder, [1, 2, 3])
         output = os.path.join(folder, "avg.keras")
-        result = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "keras_transformer.average_checkpoints",
-                f"--model_dir={folder}",
-                "--num_checkpoints=2",
-                f"--output={output}",
-            ],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=120,
+        result = run_command(
+            f"--model_dir={folder}", "--num_checkpoints=2", f"--output={output}"
         )
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
         averaged = keras.saving.load_model(output, compile=False)
@@ -116,19 +146,7 @@ class AveragingTest(TestCase):
             models[2].get_weights(),
         ):
             self.assertAllClose(got, (b + c) / 2)
-        missing = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "keras_transformer.average_checkpoints",
-                f"--model_dir={folder}",
-                "--num_checkpoints=9",
-            ],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            timeout=120,
-        )
+        missing = run_command(f"--model_dir={folder}", "--num_checkpoints=9")
         self.assertEqual(missing.returncode, 1)
         self.assertIn("kept 3 checkpoints", missing.stderr)
         self.assertNotIn("Traceback", missing.stderr)
