@@ -334,6 +334,33 @@ class ExportTest(TestCase):
                 ):
                     run(signature, feeds)
 
+    def test_request_alpha_whose_penalty_overflows_is_refused(self):
+        # TF Serving clients send any alpha: the exported graph refuses one
+        # whose length penalty overflows float32 at the request's longest
+        # output (max_length, 12, here), in the XLA export too (under XLA an
+        # assertion would be a no-op).
+        message = re.escape(
+            "`alpha` must be at most 85.19 here: the length penalty "
+            "((5 + 12) / 6) ** alpha of the longest output overflows float32 "
+            "beyond it (paper: 0.6). Received: alpha=] [85.2]"
+        )
+        for path in (self.path, self.xla_path):
+            options = tf.saved_model.load(path).signatures["translate_with_options"]
+
+            def request(alpha, options=options):
+                return options(
+                    inputs=tf.constant(SENTENCES[:1]),
+                    alpha=tf.constant(alpha),
+                    length_offset=tf.constant(50),
+                    num_hypotheses=tf.constant(2),
+                )
+
+            with self.subTest(path=path):
+                if path == self.path:  # (XLA would compile its search again)
+                    self.assertAllLess(request(85.19)["scores"], 0.0)
+                with self.assertRaisesRegex(tf.errors.InvalidArgumentError, message):
+                    request(85.2)
+
     def test_saved_model_cli_run_translates(self):
         sentences = json.dumps(SENTENCES)
         # The script, not the stock CLI, which lacks the sentencepiece ops.

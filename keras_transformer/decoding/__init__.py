@@ -4,6 +4,7 @@ from keras_transformer.decoding.beam_search import (
     BeamSearchResult,
     beam_search,
     length_penalty,
+    max_alpha,
 )
 from keras_transformer.decoding.greedy import GreedyResult, greedy_search
 
@@ -13,4 +14,5 @@ __all__ = [
     "beam_search",
     "greedy_search",
     "length_penalty",
+    "max_alpha",
 ]

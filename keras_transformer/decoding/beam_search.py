@@ -51,6 +51,74 @@ def length_penalty(length, alpha):
     return tf.pow((5.0 + length) / 6.0, tf.cast(alpha, tf.float32))
 
 
+# alpha * log((5 + |Y|) / 6) above log(float32 max) overflows the penalty.
+_LOG_FLOAT32_MAX = float(np.log(np.finfo(np.float32).max))
+# The bound is lowered by this fraction before rounding: the penalty's
+# float32 base and pow (and alpha's own rounding to float32) err by a few
+# 1e-7 relative, which at the very bound could still overflow.
+_ALPHA_MARGIN = 1e-5
+
+# The error of an `alpha` above `max_alpha`, {} the bound and the longest
+# output: formatted by `check_alpha_bound` in Python, and by
+# `tf.strings.format` for a request's `alpha` checked in the graph.
+ALPHA_TOO_LARGE = (
+    "`alpha` must be at most {} here: the length penalty ((5 + {}) / 6) ** "
+    "alpha of the longest output overflows float32 beyond it (paper: 0.6)."
+)
+
+
+def max_alpha(max_length):
+    """The largest `alpha` whose length penalty is finite in float32.
+
+    `((5 + |Y|) / 6) ** alpha` overflows float32 to inf for a large alpha
+    (from about 23.5 at 256 tokens); every score `log P(Y) / inf` is then
+    -0.0, and the search would rank its hypotheses arbitrarily. The bound
+    holds for the penalty as the search computes it (in float32) at every
+    length up to `max_length`, and is rounded down to hundredths. Near it
+    the longest hypotheses' scores are tiny: those below float32's smallest
+    normal number (log-probs above about -4 at the bound) are flushed to
+    -0.0 by TensorFlow, as any subnormal result is.
+
+    Args:
+        max_length: |Y| of the longest output the search can produce, an
+            int or int32 scalar tensor.
+
+    Returns:
+        float32 scalar tensor: the bound, or inf when `max_length` <= 1
+        (a penalty of at most 1 never overflows).
+    """
+    # (5 + |Y|) / 6 as the penalty computes it, in float32; the rest in
+    # float64, so that Python and a graph (where Grappler turns `/ 100`
+    # into `* 0.01`) round the hundredths to the same float32.
+    base = tf.cast(length_penalty(max_length, 1.0), tf.float64)
+    bound = _LOG_FLOAT32_MAX * (1.0 - _ALPHA_MARGIN) / tf.math.log(base)
+    bound = tf.where(base > 1.0, tf.floor(100.0 * bound) / 100.0, float("inf"))
+    return tf.cast(bound, tf.float32)
+
+
+def check_alpha_bound(alpha: float, max_length: int) -> None:
+    """Checks that `alpha` is at most `max_alpha(max_length)`.
+
+    Args:
+        alpha: the length penalty strength, a Python number.
+        max_length: |Y| of the longest output the search can produce, a
+            Python int.
+
+    Raises:
+        ValueError: if the length penalty at `max_length` would overflow
+            float32; the message gives the bound.
+    """
+    # Eagerly even while a `tf.function` traces: both values are Python's.
+    with tf.init_scope():
+        # The hundredths as a Python float: 23.51 passes, as the message
+        # says, though 23.51 > float32(23.51), which it rounds to.
+        bound = round(float(max_alpha(max_length)), 2)
+    if alpha > bound:
+        raise ValueError(
+            ALPHA_TOO_LARGE.format(bound, max_length) + f" Received: alpha={alpha!r}"
+        )
+
+
 def decode_limits(max_decode_length, batch_size):
     """Per-sentence output limits and the loop length.
 
@@ -257,9 +325,10 @@ def _integers(name, value):
     return tensor
 
 
-def _check_alpha(alpha):
+def _check_alpha(alpha, max_length):
     """`alpha` as a float32 tensor, checked as `Translator` checks it; a
-    tensor's value is not known here (its dtype is checked)."""
+    tensor's value is not known here (its dtype is checked). `max_length`
+    is the longest output, or None where it is not known while tracing."""
     if tf.is_tensor(alpha):
         if not (alpha.dtype.is_floating or alpha.dtype.is_integer):
             raise TypeError(
@@ -277,6 +346,8 @@ def _check_alpha(alpha):
             "`alpha` must be a non-negative number (paper: 0.6). "
             f"Received: alpha={alpha!r}"
         )
+    if max_length is not None:
+        check_alpha_bound(alpha, max_length)
     return tf.constant(alpha, tf.float32)
 
 
@@ -352,7 +423,9 @@ def beam_search(
         beam_size: K, a Python int (paper: 4).
         max_decode_length: int scalar or [B], the most tokens a hypothesis
             may have, EOS included (paper: source length + 50).
-        alpha: length penalty strength, float or scalar tensor (paper: 0.6).
+        alpha: length penalty strength, float or scalar tensor (paper: 0.6),
+            at most `max_alpha` of the longest output (a float is checked
+            where that length is known while tracing).
         eos_id: the end token; -1 never ends, so every hypothesis runs to
             `max_decode_length` (benchmarks).
         num_return: N, hypotheses returned per sentence, a Python int <= K.
@@ -386,8 +459,10 @@ def beam_search(
             `alpha` not a number.
         ValueError: if one of the sizes is not positive, if `num_return`
             exceeds `beam_size`, if `max_decode_steps` is negative or `alpha`
-            negative or not finite, or if `max_decode_length` or the logits
-            are malformed.
+            negative or not finite, if `alpha` is a number above
+            `max_alpha` of the longest output (where that is known while
+            tracing), or if `max_decode_length` or the logits are
+            malformed.
     """
     _check_sizes(vocab_size, beam_size, num_return)
     k, v, n = int(beam_size), int(vocab_size), int(num_return)
@@ -397,6 +472,8 @@ def beam_search(
     limits, loop_length = decode_limits(
         max_decode_length, initial_ids.shape[0] or batch_size
     )
+    # Bounds of the longest output: the largest limit and the loop length.
+    bounds = [loop_length]
     if max_decode_steps is not None:
         steps = _integers("max_decode_steps", max_decode_steps)
         if steps.shape.rank not in (None, 0):
@@ -413,7 +490,10 @@ def beam_search(
             )
         loop_length = int(known) if known is not None else tf.cast(steps, tf.int32)
         limits = tf.minimum(limits, loop_length)
-    alpha = _check_alpha(alpha)
+        bounds.append(loop_length)
+    # The tightest of those known while tracing (Python ints), if any.
+    longest = min((n for n in bounds if isinstance(n, int)), default=None)
+    alpha = _check_alpha(alpha, longest)
     per_beam = min(2 * k, v)
     num_candidates = min(2 * k, k * v)
 

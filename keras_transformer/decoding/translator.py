@@ -13,9 +13,12 @@ from absl import logging
 
 from keras_transformer.checks import is_integer, is_real
 from keras_transformer.decoding.beam_search import (
+    ALPHA_TOO_LARGE,
     BeamSearchResult,
     beam_search,
+    check_alpha_bound,
     decode_limits,
+    max_alpha,
 )
 from keras_transformer.layers.checks import check_positive_int
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
@@ -82,9 +85,12 @@ def _checking_shapes(method, signature):
 
 
 def _check(condition, problem, name, value):
-    """An in-graph check whose error ends `Received: name=value`."""
+    """An in-graph check whose error ends `Received: name=value`; `problem`
+    is a string or a string tensor."""
     return tf.debugging.Assert(
-        condition, [f"{problem} Received: {name}=", value], summarize=1
+        condition,
+        [tf.strings.join([problem, f" Received: {name}="]), value],
+        summarize=1,
     )
 
 
@@ -126,7 +132,9 @@ class Translator(tf.Module):
         tokenizer: the `SubwordTokenizer` the model was trained with.
         beam_size: K, the beam width (paper: 4), at most the vocabulary
             size.
-        alpha: default length penalty strength (paper: 0.6).
+        alpha: default length penalty strength (paper: 0.6), at most
+            `beam_search.max_alpha(max_length)` (its length penalty
+            overflows float32 beyond it).
         length_offset: default output length allowance beyond the input
             length (paper: 50).
         jit_compile: run the encoder and beam search as one XLA program
@@ -186,6 +194,8 @@ class Translator(tf.Module):
                 "`alpha` must be a non-negative number (paper: 0.6). "
                 f"Received: alpha={alpha!r}"
             )
+        # No output is longer than max_length: limits saturate at it.
+        check_alpha_bound(alpha, config.max_length)
         if not is_integer(length_offset) or length_offset < 0:
             raise ValueError(
                 "`length_offset` must be a non-negative integer. "
@@ -248,7 +258,9 @@ class Translator(tf.Module):
 
         Args:
             inputs: `tf.string` [B] sentences.
-            alpha: float32 scalar >= 0, the length penalty strength.
+            alpha: float32 scalar >= 0, the length penalty strength, at
+                most `beam_search.max_alpha` of the longest output (its
+                length penalty overflows float32 beyond it).
             length_offset: int32 scalar >= 0, tokens allowed beyond the
                 input length.
             num_hypotheses: N, int32 scalar in [1, beam_size].
@@ -401,6 +413,19 @@ class Translator(tf.Module):
         )  # [B]
         # At least one cache slot, so an empty batch builds valid shapes.
         cache_length = tf.maximum(tf.reduce_max(limits), 1)
+        if tf.is_tensor(alpha):
+            # A request's alpha (`translate_with_options`), checked at this
+            # batch's longest output; `__init__` checked the default one.
+            # Here, not in the search: under XLA an assertion is a no-op.
+            bound = max_alpha(cache_length)
+            fits = _check(
+                alpha <= bound,
+                tf.strings.format(ALPHA_TOO_LARGE, [bound, cache_length]),
+                "alpha",
+                alpha,
+            )
+            with tf.control_dependencies([fits]):
+                alpha = tf.identity(alpha)
         if not self.jit_compile:
             ids, scores, lengths = self._decode(
                 source_ids, limits, cache_length, alpha, num_return

@@ -7,7 +7,12 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from keras_transformer.decoding import beam_search, greedy_search
+from keras_transformer.decoding import (
+    beam_search,
+    greedy_search,
+    length_penalty,
+    max_alpha,
+)
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 from tests.test_case import TestCase
 
@@ -342,6 +347,79 @@ class BeamSearchTest(TestCase):
         self.assertAllEqual(result.lengths, expected.lengths)
         self.assertAllClose(result.scores, expected.scores)
 
+    @parameterized.parameters(2, 4, 12, 256, 1024, 100_000)
+    def test_max_alpha_is_the_largest_finite_penalty(self, max_length):
+        bound = max_alpha(max_length)
+        # In hundredths, as the error message shows it.
+        self.assertAllClose(bound * 100.0, tf.round(bound * 100.0), rtol=0, atol=1e-3)
+        # Finite at every length up to the longest, with and without XLA.
+        lengths = tf.range(max_length + 1)
+        compiled = tf.function(length_penalty, jit_compile=True)
+        for penalty_fn in (length_penalty, compiled):
+            self.assertTrue(np.all(np.isfinite(penalty_fn(lengths, bound))))
+        # And tight: a hundredth (and the margin for float32 rounding)
+        # further, the penalty at the longest output overflows.
+        self.assertEqual(length_penalty(max_length, bound + 0.02), np.inf)
+
+    def test_max_alpha_values(self):
+        self.assertAllClose(max_alpha(256), 23.51)  # the default max_length
+        self.assertAllClose(max_alpha(12), 85.19)
+        # A penalty of at most 1 never overflows; an empty batch's largest
+        # limit may be any non-positive number.
+        for max_length in (1, 0, -(2**31)):
+            self.assertEqual(max_alpha(max_length), np.inf)
+
+    def test_largest_alpha_ranks_as_exhaustive_search(self):
+        # At `max_alpha` the penalty at the longest output is near float32's
+        # maximum: the scores are tiny but must stay finite, non-zero and
+        # ranked. EOS is likely (bias 3), which puts the longest hypotheses'
+        # log-probs below -4, where such scores are normal floats
+        # (TensorFlow flushes subnormal ones to zero).
+        model = PrefixTable(3, max_length=4, seed=7, eos_bias=3.0)
+        limits = [4, 2, 3]
+        alpha = 218.81  # max_alpha(4)
+        result = self.search(model, limits, beam_size=36, alpha=alpha, num_return=4)
+        self.assertAllLess(result.scores, 0.0)  # not the -0.0 of an inf penalty
+        for sentence, limit in enumerate(limits):
+            expected = model.exhaustive(sentence, limit, alpha, 4)
+            # Relative only: an absolute tolerance passes scores of 0. The
+            # float32 pow's error grows with the exponent (~88 here).
+            self.assertAllClose(
+                result.scores[sentence],
+                [score for score, _ in expected],
+                rtol=1e-4,
+                atol=0,
+            )
+            for slot, (_, tokens) in enumerate(expected):
+                self.assertAllEqual(
+                    result.ids[sentence, slot], tokens + [0] * (4 - len(tokens))
+                )
+
+    def test_alpha_is_bounded_at_the_longest_output(self):
+        model = PrefixTable(2, max_length=3, seed=5)
+        three, two = 308.4, 575.55  # `max_alpha` of 3 and 2 tokens
+        self.search(model, [3, 2], beam_size=2, alpha=three)
+        message = re.escape(
+            "`alpha` must be at most 308.4 here: the length penalty "
+            "((5 + 3) / 6) ** alpha of the longest output overflows float32 "
+            "beyond it (paper: 0.6). Received: alpha=575.55"
+        )
+        with self.assertRaisesRegex(ValueError, f"^{message}$"):
+            self.search(model, [3, 2], beam_size=2, alpha=two)
+        # Checked while tracing too, where the limits are known.
+        traced = tf.function(
+            lambda: self.search(model, [3, 2], beam_size=2, alpha=two),
+            autograph=False,
+        )
+        with self.assertRaisesRegex(ValueError, f"^{message}$"):
+            traced()
+        # The loop length lowers the longest output, and so raises the bound.
+        self.search(model, [3, 2], beam_size=2, alpha=two, max_decode_steps=2)
+        with self.assertRaisesRegex(ValueError, r"\(\(5 \+ 2\) / 6\)"):
+            self.search(
+                model, [3, 2], beam_size=2, alpha=two + 0.01, max_decode_steps=2
+            )
+
     def test_limit_zero_returns_empty_hypotheses(self):
         model = PrefixTable(2, max_length=3, seed=5)
         result = self.search(model, [0, 3], beam_size=2, num_return=2)
@@ -560,6 +638,18 @@ class BeamSearchTest(TestCase):
             "message": "^`alpha` must be a number \\(the length penalty "
             "strength, paper: 0.6\\). Received: alpha='0.6'$",
             "overrides": {"alpha": "0.6"},
+        },
+        {
+            "testcase_name": "alpha_overflows",
+            "error": ValueError,
+            "message": "^"
+            + re.escape(
+                "`alpha` must be at most 575.55 here: the length penalty "
+                "((5 + 2) / 6) ** alpha of the longest output overflows "
+                "float32 beyond it (paper: 0.6). Received: alpha=575.56"
+            )
+            + "$",
+            "overrides": {"alpha": 575.56},
         },
         {
             "testcase_name": "nan_alpha",

@@ -287,6 +287,38 @@ class TranslatorTest(TestCase):
             ):
                 translator.translate_with_options(strings, *args)
 
+    def test_request_alpha_is_bounded_at_the_requests_longest_output(self):
+        # A client may send any alpha; one whose length penalty overflows
+        # float32 at the request's longest output, min(source tokens +
+        # length_offset, max_length), would give every hypothesis -0.0.
+        model = tiny_model()
+        strings = tf.constant(SENTENCES)  # both cut to max_length - 1 tokens
+        for translator in (
+            tiny_translator(model=model),
+            Translator(model, fixtures.tokenizer(), jit_compile=True),
+        ):
+            for offset, longest, bound, beyond in (
+                (50, MAX_LENGTH, 85.19, 85.2),
+                (0, MAX_LENGTH - 1, 90.45, 90.46),
+            ):
+                with self.subTest(jit_compile=translator.jit_compile, offset=offset):
+                    result = translator.translate_with_options(
+                        strings, bound, offset, 4
+                    )
+                    scores = result["scores"].numpy()
+                    self.assertAllLess(scores, 0.0)  # finite, not -0.0
+                    self.assertAllGreaterEqual(scores[:, :-1] - scores[:, 1:], 0.0)
+                    message = (
+                        f"`alpha` must be at most {bound} here: the length "
+                        f"penalty ((5 + {longest}) / 6) ** alpha of the longest "
+                        "output overflows float32 beyond it (paper: 0.6). "
+                        f"Received: alpha=] [{beyond}]"
+                    )
+                    with self.assertRaisesRegex(
+                        tf.errors.InvalidArgumentError, re.escape(message)
+                    ):
+                        translator.translate_with_options(strings, beyond, offset, 4)
+
     def test_xla_translator_equals_the_graph_translator(self):
         # jit_compile pads the batch (3 -> 4) and the lengths to buckets:
         # the padding must change nothing.
@@ -345,6 +377,12 @@ class TranslatorTest(TestCase):
             ),
             ({"alpha": -0.5}, "Received: alpha=-0.5"),
             ({"alpha": float("nan")}, "Received: alpha=nan"),
+            (
+                {"alpha": 85.2},
+                "`alpha` must be at most 85.19 here: the length penalty "
+                f"((5 + {MAX_LENGTH}) / 6) ** alpha of the longest output "
+                "overflows float32 beyond it (paper: 0.6). Received: alpha=85.2",
+            ),
             ({"length_offset": -1}, "Received: length_offset=-1"),
             ({"parallel_searches": 0}, "Received: parallel_searches=0"),
             ({"parallel_searches": True}, "Received: parallel_searches=True"),
@@ -370,6 +408,8 @@ class TranslatorTest(TestCase):
             (2, 5, 2),
         )
         self.assertIs(type(translator.length_offset), int)
+        # The largest alpha whose penalty at max_length stays finite.
+        Translator(model, tokenizer, alpha=85.19)
         # A beam as wide as the vocabulary is allowed.
         Translator(model, tokenizer, beam_size=fixtures.VOCAB_SIZE)
         other = build_transformer(model.config.replace(vocab_size=100))
