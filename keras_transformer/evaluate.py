@@ -13,7 +13,8 @@ signature, num_sentences and tokenized_bleu — the paper's Table 2 metric,
 BLEU on Moses-tokenized text, for German targets with compounds split
 (`##AT##-##AT##`, as tensor2tensor's get_ende_bleu.sh); null for Chinese,
 Japanese and Korean targets; tokenized_bleu_signature says which. See
-`keras_transformer/evaluation.py`.
+`keras_transformer/evaluation.py`. Empty references or translations of
+sentences that are not empty are counted in a warning on stderr.
 """
 
 import json
@@ -180,7 +181,8 @@ def _languages(flag_values) -> tuple[str, str]:
 
 
 def _check_test_set_flags(flag_values) -> None:
-    """Fails unless the flags name one test set: --src and --ref, or --data.
+    """Fails unless the flags name one test set: --src and --ref, or --data
+    (with --split and --data_dir, which --src and --ref would ignore).
 
     Raises:
         ValueError: naming the flags given.
@@ -205,6 +207,17 @@ def _check_test_set_flags(flag_values) -> None:
         )
     if not src:
         raise ValueError(f"Pass --src and --ref files, or --data. {received}")
+    # Only flags given explicitly: --split has a default.
+    ignored = [name for name in ("split", "data_dir") if flag_values[name].present]
+    if ignored:
+        given = " and ".join(f"--{name}" for name in ignored)
+        verb, pronoun = ("apply", "them") if len(ignored) > 1 else ("applies", "it")
+        values = ", ".join(f"{name}={flag_values[name].value}" for name in ignored)
+        raise ValueError(
+            f"{given} {verb} only to --data, not to --src and --ref; drop "
+            f"{pronoun}, or pass --data instead of --src and --ref. "
+            f"Received: {values}, src={src}, ref={ref}"
+        )
 
 
 def _model_files(model: str, vocab: str | None) -> list[tuple[str, str, str]]:
@@ -325,6 +338,21 @@ def _write_hypotheses(file, hypotheses: list[str], path: str) -> None:
         ) from None
 
 
+def _empty_where_source_is_not(sources: list[str], texts: list[str]) -> list[int]:
+    """The 0-based indices of the `texts` that are empty (or blank) where
+    their source sentence is not."""
+    return [
+        index
+        for index, (source, text) in enumerate(zip(sources, texts))
+        if source.strip() and not text.strip()
+    ]
+
+
+def _warn(message: str) -> None:
+    """Prints a warning line on stderr (stdout holds only the JSON line)."""
+    print(f"evaluate: warning: {message}", file=sys.stderr)
+
+
 def main(argv, flag_values=FLAGS):
     """Evaluates the model of the flags (see the module docstring).
 
@@ -357,9 +385,26 @@ def main(argv, flag_values=FLAGS):
         # User errors: one line, no traceback. The tf.errors come from an
         # unreadable --vocab or input file (missing, or a directory).
         return fail("evaluate", error)
+    empty = _empty_where_source_is_not(sources_, references)
+    if empty:
+        # Scored anyway: a few may be genuine, but usually the files are
+        # misaligned (an extra or missing line), which BLEU would not show.
+        _warn(
+            f"{len(empty)} of {len(references)} references are empty where "
+            f"the source is not, the first on line {empty[0] + 1}; the sources "
+            "and references may be misaligned"
+        )
     hypotheses = translator.translate(
         sources_, flag_values.batch_size, progress_printer()
     )
+    empty = _empty_where_source_is_not(sources_, hypotheses)
+    if empty:
+        # BLEU 0 alone does not tell a broken model from a weak one.
+        _warn(
+            f"{len(empty)} of {len(hypotheses)} translations are empty where "
+            "the source is not; the model may be undertrained or the "
+            "vocabulary may not match it"
+        )
     write_error = None
     if output:
         try:

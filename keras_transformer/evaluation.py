@@ -50,24 +50,48 @@ class Scores:
         }
 
 
+_SUBTAG_SEPARATOR = re.compile(r"[-_]")
+
+
+def _primary_language(lang: str) -> str:
+    """The primary language subtag of `lang`, lowercased.
+
+    Every choice of tokenizer here (sacreBLEU's, the Moses one, compound
+    splitting) depends on the language alone: sacreBLEU and sacremoses
+    match codes exactly, so "zh-TW" or "ZH" silently got the tokenizers of
+    a language with spaces between words. BCP 47 tags are case-insensitive
+    and begin with the language (`zh-TW`, `de-CH`), as POSIX locales do
+    (`pt_BR`).
+
+    Args:
+        lang: a language code, e.g. "de", "zh-TW" or "pt_BR".
+
+    Returns:
+        E.g. "de", "zh" or "pt".
+    """
+    return _SUBTAG_SEPARATOR.split(lang, maxsplit=1)[0].lower()
+
+
 def _bleu(target_lang: str) -> sacrebleu.metrics.BLEU:
     """sacreBLEU's BLEU with its tokenizer for `target_lang`.
 
     As sacreBLEU chooses for its own test sets: `zh`, `ja-mecab` and
     `ko-mecab` for Chinese, Japanese and Korean targets (13a would leave
-    their unspaced sentences whole words), 13a for every other language.
+    their unspaced sentences whole words), 13a for every other language;
+    by the primary language subtag (`_primary_language`).
 
     Raises:
         ValueError: if the tokenizer needs packages that are not installed.
     """
+    lang = _primary_language(target_lang)
     try:
-        return sacrebleu.metrics.BLEU(trg_lang=target_lang)
+        return sacrebleu.metrics.BLEU(trg_lang=lang)
     except RuntimeError:
         # sacreBLEU's message for a missing MeCab (ja, ko) spans five lines.
         raise ValueError(
             f"BLEU for target language {target_lang} needs an optional "
             "sacreBLEU tokenizer that is not installed; install it with "
-            f"pip install 'sacrebleu[{target_lang}]'. "
+            f"pip install 'sacrebleu[{lang}]'. "
             f"Received: target_lang={target_lang}"
         ) from None
 
@@ -116,11 +140,13 @@ def score(
     Japanese and Korean tokenizers; see the signature); chrF works on
     characters and needs no tokenizer. The paper's tokenized BLEU
     (`tokenized_bleu`) splits hyphenated compounds for German targets only.
+    Only the primary subtag of `target_lang` counts, case-insensitively:
+    "zh-TW" and "ZH" are scored as "zh", "de-CH" as "de".
 
     Args:
         hypotheses: detokenized translations, one per segment.
         references: one detokenized reference for each.
-        target_lang: the language of both, e.g. "de" or "fr".
+        target_lang: the language of both, e.g. "de", "fr" or "zh-TW".
 
     Returns:
         The `Scores` of the corpus.
@@ -193,11 +219,13 @@ def paper_tokenize(text: str, lang: str) -> str:
 
     Args:
         text: a detokenized sentence.
-        lang: its language code, e.g. "de" or "fr".
+        lang: its language code, e.g. "de", "fr" or "de-CH"; only its
+            primary subtag counts, case-insensitively.
 
     Returns:
         The tokens joined by single spaces.
     """
+    lang = _primary_language(lang)
     tokens = _moses_tokenizer(lang).tokenize(text, return_str=True, escape=False)
     if lang not in _COMPOUND_SPLIT_LANGS:
         return tokens
@@ -208,9 +236,11 @@ def tokenized_bleu_signature(lang: str) -> str:
     """What `tokenized_bleu` computes for `lang`, to print beside it.
 
     Returns:
-        E.g. "moses-de+compound-split|multi-bleu" for German,
-        "moses-fr|multi-bleu" for French.
+        E.g. "moses-de+compound-split|multi-bleu" for German (also for
+        "de-CH": it names the tokenizer used), "moses-fr|multi-bleu" for
+        French.
     """
+    lang = _primary_language(lang)
     split = "+compound-split" if lang in _COMPOUND_SPLIT_LANGS else ""
     return f"moses-{lang}{split}|multi-bleu"
 

@@ -193,6 +193,41 @@ class EvaluationTest(TestCase):
             self.assertAllClose(scores.bleu, expected)
             self.assertIsNotNone(scores.tokenized_bleu)
 
+    def test_language_codes_count_by_their_primary_subtag(self):
+        # Exact matches only gave "zh-TW" 13a (BLEU 0 here) and a tokenized
+        # BLEU of whole sentences; "fr-CA" Moses' default rules, "de-CH" no
+        # compound splitting.
+        references = ["我们今天去公园散步。", "他昨天买了一本新书。"]
+        hypotheses = ["我们今天去公园跑步。", "他昨天买了一本旧书。"]
+        chinese = evaluation.score(hypotheses, references, target_lang="zh")
+        for lang in ("zh-TW", "zh_CN", "ZH", "zh-Hant-TW"):
+            scores = evaluation.score(hypotheses, references, target_lang=lang)
+            self.assertEqual(scores, chinese, lang)
+            self.assertIn("tok:zh", scores.bleu_signature)
+            self.assertIsNone(scores.tokenized_bleu)
+        for lang in ("de-CH", "DE", "de_AT"):
+            self.assertEqual(
+                evaluation.paper_tokenize("Ein E-Mail-Konto.", lang),
+                "Ein E ##AT##-##AT## Mail ##AT##-##AT## Konto .",
+            )
+            self.assertEqual(
+                evaluation.score(REFERENCES, REFERENCES, lang).tokenized_bleu_signature,
+                "moses-de+compound-split|multi-bleu",
+            )
+        self.assertEqual(
+            evaluation.paper_tokenize("C'est-à-dire un porte-avions.", "fr-CA"),
+            "C' est-à-dire un porte-avions .",
+        )
+        self.assertEqual(
+            evaluation.tokenized_bleu_signature("pt_BR"), "moses-pt|multi-bleu"
+        )
+        message = "pip install 'sacrebleu[ja]'. Received: target_lang=ja-JP"
+        with (
+            mock.patch.object(tokenizer_ja_mecab, "MeCab", None),
+            self.assertRaisesRegex(ValueError, re.escape(message)),
+        ):
+            evaluation.check_target_language("ja-JP")
+
     def test_missing_japanese_and_korean_tokenizers_are_clear_errors(self):
         # As without mecab-python3 / mecab-ko installed (sacreBLEU's extras).
         for lang, module in (("ja", tokenizer_ja_mecab), ("ko", tokenizer_ko_mecab)):
@@ -418,6 +453,38 @@ class EvaluateCommandTest(TestCase):
         ):
             self.assert_one_line_error([model, *args], message)
 
+    def test_split_and_data_dir_are_refused_with_src_and_ref(self):
+        # They apply to --data only: with --src/--ref they were ignored.
+        model = f"--model={self.model_dir}"
+        src, ref = f"--src={self.src}", f"--ref={self.ref}"
+        files = f"src={self.src}, ref={self.ref}"
+        for args, message in (
+            (
+                ["--split=dev"],
+                "--split applies only to --data, not to --src and --ref; drop "
+                "it, or pass --data instead of --src and --ref. Received: "
+                f"split=dev, {files}",
+            ),
+            (
+                ["--split=test"],  # The default, but given.
+                "--split applies only to --data, not to --src and --ref; drop "
+                "it, or pass --data instead of --src and --ref. Received: "
+                f"split=test, {files}",
+            ),
+            (
+                ["--split=dev", "--data_dir=/tfds"],
+                "--split and --data_dir apply only to --data, not to --src and "
+                "--ref; drop them, or pass --data instead of --src and --ref. "
+                f"Received: split=dev, data_dir=/tfds, {files}",
+            ),
+        ):
+            self.assert_one_line_error([model, src, ref, *args], message)
+        # The default alone is no flag given; with --data both apply.
+        evaluate._check_test_set_flags(parse(model, src, ref))
+        evaluate._check_test_set_flags(
+            parse(model, "--data=demo", "--split=dev", "--data_dir=/tfds")
+        )
+
     def test_languages_default_to_the_training_runs(self):
         for model in (
             self.model_dir,
@@ -525,3 +592,68 @@ class EvaluateCommandTest(TestCase):
                 "tokenizer that is not installed; install it with pip install "
                 "'sacrebleu[ja]'. Received: target_lang=ja",
             )
+
+    def write_lines(self, name, lines):
+        """Writes `lines` to a file `name` in the test's folder; its path."""
+        path = os.path.join(self.folder, name)
+        with open(path, "w", encoding="utf-8") as file:
+            file.writelines(line + "\n" for line in lines)
+        return path
+
+    def test_empty_translations_are_a_warning(self):
+        # A model that outputs only empty lines printed BLEU 0.00, no hint.
+        src = self.write_lines("three.en", ["Hello.", "", "Good day."])
+        ref = self.write_lines("three.de", ["Hallo.", "", "Guten Tag."])
+        args = [f"--model={self.tempdir()}", f"--src={src}", f"--ref={ref}"]
+        status, stdout, stderr = run_with_translations(["", "", " "], *args)
+        self.assertEqual(status, 0, stderr)
+        # The blank source's empty translation is no symptom.
+        self.assertIn(
+            "evaluate: warning: 2 of 3 translations are empty where the "
+            "source is not; the model may be undertrained or the vocabulary "
+            "may not match it\n",
+            stderr,
+        )
+        self.assertEqual(stdout.count("\n"), 1)
+        self.assertEqual(json.loads(stdout)["bleu"], 0.0)
+        status, _, stderr = run_with_translations(["Hallo.", "", "Tag."], *args)
+        self.assertEqual(status, 0, stderr)
+        self.assertNotIn("warning", stderr)
+
+    def test_empty_references_are_a_warning(self):
+        # Usually misaligned files; they were scored silently.
+        src = self.write_lines("five.en", ["Hello.", "", "Yes.", "No.", "Hi."])
+        ref = self.write_lines("five.de", ["Hallo.", "", "", "", "Hallo."])
+        status, stdout, stderr = run_with_translations(
+            ["Hallo.", "", "Ja.", "Nein.", "Hallo."],
+            f"--model={self.tempdir()}",
+            f"--src={src}",
+            f"--ref={ref}",
+        )
+        self.assertEqual(status, 0, stderr)
+        self.assertIn(
+            "evaluate: warning: 2 of 5 references are empty where the source "
+            "is not, the first on line 3; the sources and references may be "
+            "misaligned\n",
+            stderr,
+        )
+        self.assertNotIn("translations are empty", stderr)
+        self.assertEqual(json.loads(stdout)["num_sentences"], 5)
+
+    def test_regional_target_language_is_scored_and_printed_as_its_language(self):
+        # --tgt_lang=zh-TW got 13a and a tokenized BLEU of whole sentences.
+        ref = self.write_lines("test.zh", ["我们今天去公园散步。"])
+        status, stdout, stderr = run_with_translations(
+            ["我们今天去公园跑步。"],
+            f"--model={self.tempdir()}",
+            f"--src={self.src}",
+            f"--ref={ref}",
+            "--tgt_lang=zh-TW",
+        )
+        self.assertEqual(status, 0, stderr)
+        scores = json.loads(stdout)
+        self.assertIn("tok:zh", scores["signature"])
+        self.assertGreater(scores["bleu"], 50.0)
+        self.assertIsNone(scores["tokenized_bleu"])
+        self.assertIn("tok:zh", stderr)
+        self.assertIn("tokenized BLEU n/a (no spaces between words)", stderr)

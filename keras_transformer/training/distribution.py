@@ -184,26 +184,34 @@ def lost_worker_error(
     worker of its cluster stopped (crashed, killed, preempted), or None for
     any other error.
 
-    The coordination service notices a worker that stops sending
-    heartbeats and aborts the others' collectives; TensorFlow's traceback
-    from deep inside the train step does not say what to do.
+    This worker learns it either from the coordination service, once the
+    other misses its heartbeats, or sooner from a collective whose
+    connection to it broke (an `UnavailableError` naming it as the remote
+    target); TensorFlow's traceback from deep inside the train step does
+    not say what to do.
 
     Args:
         strategy: the training strategy.
         error: what the training raised.
         resume_step: the step a rerun resumes from (the last backup's).
     """
-    listed = re.search(
-        r"stopped sending heartbeats\):\s*((?:/job:worker/replica:0/task:\d+\s*)*)",
-        getattr(error, "message", ""),
-    )
-    if worker_count(strategy) == 1 or not listed:
+    if worker_count(strategy) == 1:
         return None
-    tasks = sorted({int(task) for task in re.findall(r"task:(\d+)", listed[1])})
-    named = ", ".join(f"worker {task}" for task in tasks) or "a worker"
+    message = getattr(error, "message", "")
+    heartbeats = re.search(
+        r"stopped sending heartbeats\):\s*((?:/job:worker/replica:0/task:\d+\s*)*)",
+        message,
+    )
+    if heartbeats:
+        tasks = re.findall(r"task:(\d+)", heartbeats[1])
+    elif isinstance(error, tf.errors.UnavailableError):
+        tasks = re.findall(r"remote target /job:worker/replica:0/task:(\d+)", message)
+    else:
+        return None
+    named = ", ".join(f"worker {task}" for task in sorted(set(map(int, tasks))))
     return ConnectionError(
-        f"The cluster lost {named} during training (it stopped sending "
-        "heartbeats: crashed, killed or preempted), so this worker stops too: "
+        f"The cluster lost {named or 'a worker'} during training (it stopped "
+        "answering: crashed, killed or preempted), so this worker stops too: "
         "restart every worker with the same command to resume from step "
         f"{resume_step}, the last backup."
     )

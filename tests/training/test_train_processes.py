@@ -9,11 +9,14 @@ import socket
 import subprocess
 import sys
 import time
+import types
 
 import keras
 import pytest
+import tensorflow as tf
 
 from keras_transformer.training import callbacks as callbacks_lib
+from keras_transformer.training import distribution
 from keras_transformer.training.schedule import TransformerSchedule
 from tests.data import fixtures
 from tests.test_case import TestCase
@@ -285,6 +288,53 @@ class TrainProcessesTest(TestCase):
             r"[1-9][0-9]*, the last backup",
         )
         self.assertNotIn("Traceback", stderr[0])
+
+    def test_lost_worker_is_named_however_the_loss_was_noticed(self):
+        cluster = {"worker": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]}
+        resolver = types.SimpleNamespace(
+            task_type="worker",
+            cluster_spec=lambda: types.SimpleNamespace(as_dict=lambda: cluster),
+        )
+        strategy = types.SimpleNamespace(cluster_resolver=resolver)
+        for error, named in (
+            # The coordination service, after the missed heartbeats.
+            (
+                tf.errors.UnavailableError(
+                    None,
+                    None,
+                    "Collective ops is aborted by: Error reported from "
+                    "/job:worker/task:1: The following tasks are unhealthy "
+                    "(stopped sending heartbeats):\n/job:worker/replica:0/task:1"
+                    "\n/job:worker/replica:0/task:2\nThe tasks have crashed.",
+                ),
+                "worker 1, worker 2",
+            ),
+            # Sooner, a collective's broken connection.
+            (
+                tf.errors.UnavailableError(
+                    None,
+                    None,
+                    "Collective ops is aborted by: recvmsg:Connection reset by "
+                    "peer\nAdditional GRPC error information from remote target "
+                    "/job:worker/replica:0/task:2 while calling "
+                    "/tensorflow.WorkerService/RecvBuf",
+                ),
+                "worker 2",
+            ),
+            (tf.errors.UnavailableError(None, None, "Socket closed"), "a worker"),
+        ):
+            lost = distribution.lost_worker_error(strategy, error, 40)
+            self.assertIsInstance(lost, ConnectionError)
+            self.assertTrue(
+                str(lost).startswith(f"The cluster lost {named} during training"),
+                str(lost),
+            )
+            self.assertIn("to resume from step 40, the last backup", str(lost))
+        # Other errors are not about a lost worker; nor is any on one worker.
+        other = tf.errors.InvalidArgumentError(None, None, "Incompatible shapes")
+        self.assertIsNone(distribution.lost_worker_error(strategy, other, 40))
+        alone = types.SimpleNamespace(cluster_resolver=None)
+        self.assertIsNone(distribution.lost_worker_error(alone, error, 40))
 
     def test_missing_worker_fails_in_time_naming_it(self):
         folder = fixtures.tempdir(self)
