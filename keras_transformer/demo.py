@@ -116,7 +116,12 @@ def run_demo(
     scores = evaluation.score(hypotheses, test_references, "de")
 
     # Export, reload as TF Serving would, translate through the export.
-    export_path = serving.export_translator(translator, export_path, overwrite=True)
+    export_path = serving.export_translator(
+        translator,
+        export_path,
+        overwrite=True,
+        languages={"src_lang": "en", "tgt_lang": "de"},
+    )
     exported = serving.load_exported(export_path)
     served = translator_lib.translate_texts(
         exported.signatures["serving_default"], EXAMPLES

@@ -70,8 +70,9 @@ def define_flags(flag_values=FLAGS):
         flags.DEFINE_string(
             name,
             default,
-            f"{side} language. Default: the training run's, from the "
-            f"{run_checks.SETTINGS_FILE} of --model's run; else {default}.",
+            f"{side} language. Default: the model's, from an export's "
+            f"record or the {run_checks.SETTINGS_FILE} of --model's run; "
+            f"else {default}.",
             **fv,
         )
     flags.DEFINE_string("data_dir", None, "TFDS data directory.", **fv)
@@ -92,54 +93,14 @@ def define_flags(flag_values=FLAGS):
     flags.mark_flag_as_required("model", flag_values=flag_values)
 
 
-def _run_folder(model: str) -> str | None:
-    """The training run directory of `model` (the one holding its settings
-    file): `model` if it is a directory, else beside the `.keras` file or,
-    for a checkpoint, one level up (`inference.model_folders`), where its
-    vocabulary is found too; None if there is none (e.g. an exported
-    SavedModel)."""
-    if os.path.isdir(model):
-        folders = [model]
-    elif os.path.isfile(model):
-        from keras_transformer import inference
-
-        folders = inference.model_folders(model)
-    else:  # Missing: `load_translator` says so.
-        return None
-    for folder in folders:
-        if os.path.isfile(os.path.join(folder, run_checks.SETTINGS_FILE)):
-            return folder
-    return None
-
-
-def _trained_languages(model: str) -> tuple[dict, str] | None:
-    """The languages of the training run of `model` (`_run_folder`), read
-    from its settings file.
-
-    Returns:
-        ({"src_lang": ..., "tgt_lang": ...}, the settings' directory), or
-        None without a settings file (e.g. for an exported SavedModel) or
-        without languages in it.
-
-    Raises:
-        ValueError: if the settings file is not a JSON object.
-    """
-    folder = _run_folder(model)
-    if folder is None:
-        return None
-    settings = run_checks.read_settings(folder)
-    languages = {
-        name: settings[name] for name in ("src_lang", "tgt_lang") if name in settings
-    }
-    return (languages, folder) if len(languages) == 2 else None
-
-
 def _run_files(model: str) -> list[tuple[str, str, str]]:
-    """The files of `model`'s training run (`_run_folder`) that a rerun or
+    """The files of `model`'s training run (`inference.run_folder`) that a rerun or
     a resumption reads, as (flag, path, what): its settings, vocabulary and
     models, and everything in its checkpoints, backup and logs folders (the
     layout of `keras_transformer/training/trainer.py`)."""
-    folder = _run_folder(model)
+    from keras_transformer import inference
+
+    folder = inference.run_folder(model)
     if folder is None:
         return []
     files = []
@@ -158,15 +119,27 @@ def _run_files(model: str) -> list[tuple[str, str, str]]:
 
 
 def _languages(flag_values) -> tuple[str, str]:
-    """`--src_lang` and `--tgt_lang`, defaulting to the model's training run.
+    """`--src_lang` and `--tgt_lang`, defaulting to the model's languages
+    (`inference.model_languages`: an export's record, else its training
+    run's settings).
 
     Raises:
-        ValueError: if a language passed contradicts the training run's.
+        ValueError: if a language passed contradicts the model's.
     """
-    found = _trained_languages(flag_values.model)
+    from keras_transformer import inference
+
+    found = inference.model_languages(flag_values.model)
     if found is None:
+        if not (flag_values["src_lang"].present or flag_values["tgt_lang"].present):
+            # An export of a model trained elsewhere, or a .keras file
+            # outside its run: the target language chooses the tokenizers.
+            _warn(
+                "the model records no languages; scoring as "
+                f"{flag_values.src_lang}->{flag_values.tgt_lang} (pass "
+                "--src_lang and --tgt_lang to choose)"
+            )
         return flag_values.src_lang, flag_values.tgt_lang
-    trained, folder = found
+    trained, where = found
     passed = {
         name: flag_values[name].value for name in trained if flag_values[name].present
     }
@@ -174,7 +147,7 @@ def _languages(flag_values) -> tuple[str, str]:
         given = " ".join(f"--{name}={value}" for name, value in passed.items())
         raise ValueError(
             f"The model was trained {trained['src_lang']}->{trained['tgt_lang']} "
-            f"({run_checks.SETTINGS_FILE} in {folder}) but {given}; drop the "
+            f"({where}) but {given}; drop the "
             f"flags or correct them. Received: model={flag_values.model}"
         )
     return trained["src_lang"], trained["tgt_lang"]

@@ -285,6 +285,9 @@ def export(
         serving.check_model_file(checkpoint)
     if overwrite:
         _check_inputs_outside(path, [model_dir, vocab, *checkpoints])
+    # Recorded with the export: `evaluate` scores in its target language.
+    found = inference.model_languages(checkpoints[0])
+    languages = found[0] if found else None
     translator = translator_lib.Translator(
         averaging.average_models(checkpoints),
         tokenizer,
@@ -295,7 +298,11 @@ def export(
         parallel_searches=parallel_searches,
     )
     return serving.export_translator(
-        translator, path, overwrite=overwrite, warmup_sentences=warmup_sentences
+        translator,
+        path,
+        overwrite=overwrite,
+        warmup_sentences=warmup_sentences,
+        languages=languages,
     )
 
 

@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from keras_transformer import serving
 from keras_transformer.decoding import translator as translator_lib
+from keras_transformer.training import run_checks
 
 
 class TextTranslator:
@@ -141,6 +142,52 @@ def model_folders(keras_file: str) -> list[str]:
     if os.path.basename(folder) == "checkpoints":
         return [folder, os.path.dirname(folder)]
     return [folder]
+
+
+def run_folder(model: str) -> str | None:
+    """The training run directory of `model` (the one holding its settings
+    file): `model` if it is a directory, else beside the `.keras` file or,
+    for a checkpoint, one level up (`model_folders`), where its vocabulary
+    is found too; None if there is none (e.g. an exported SavedModel)."""
+    if os.path.isdir(model):
+        folders = [model]
+    elif os.path.isfile(model):
+        folders = model_folders(model)
+    else:  # Missing: `load_translator` says so.
+        return None
+    for folder in folders:
+        if os.path.isfile(os.path.join(folder, run_checks.SETTINGS_FILE)):
+            return folder
+    return None
+
+
+def model_languages(model: str) -> tuple[dict, str] | None:
+    """The languages `model` translates between: an export's record
+    (`serving.read_languages`), else its training run's settings
+    (`run_folder`).
+
+    Returns:
+        ({"src_lang": ..., "tgt_lang": ...}, the file they were read from),
+        or None when neither holds them (an export of a model trained
+        elsewhere, a `.keras` file outside a training run).
+
+    Raises:
+        ValueError: if the settings or languages file is malformed.
+    """
+    export = export_path(model)
+    if export is not None:
+        languages = serving.read_languages(export)
+        where = os.path.join(export, serving.LANGUAGES_FILE)
+        return (languages, where) if languages else None
+    folder = run_folder(model)
+    if folder is None:
+        return None
+    settings = run_checks.read_settings(folder)
+    languages = {
+        name: settings[name] for name in ("src_lang", "tgt_lang") if name in settings
+    }
+    where = os.path.join(folder, run_checks.SETTINGS_FILE)
+    return (languages, where) if len(languages) == 2 else None
 
 
 def vocab_beside(checkpoint, vocab):

@@ -173,11 +173,53 @@ def check_export_path(path: str, overwrite: bool = False) -> None:
         )
 
 
+# The export's languages, beside TF Serving's warmup requests (it reads no
+# other file there): `evaluate` scores an export in its target language.
+LANGUAGES_FILE = os.path.join("assets.extra", "languages.json")
+LANGUAGE_KEYS = ("src_lang", "tgt_lang")
+
+
+def write_languages(path: str, languages: dict) -> None:
+    """Records `languages` ({"src_lang": ..., "tgt_lang": ...}) in the
+    SavedModel directory `path`."""
+    tf.io.gfile.makedirs(os.path.dirname(os.path.join(path, LANGUAGES_FILE)))
+    with tf.io.gfile.GFile(os.path.join(path, LANGUAGES_FILE), "w") as file:
+        json.dump({name: languages[name] for name in LANGUAGE_KEYS}, file)
+
+
+def read_languages(path: str) -> dict | None:
+    """The languages `write_languages` recorded in the SavedModel `path`, or
+    None (an export without them, e.g. of a model trained elsewhere).
+
+    Raises:
+        ValueError: if the file is not what `write_languages` writes.
+    """
+    file_path = os.path.join(path, LANGUAGES_FILE)
+    if not tf.io.gfile.exists(file_path):
+        return None
+    with tf.io.gfile.GFile(file_path) as file:
+        try:
+            languages = json.load(file)
+        except ValueError:
+            languages = None
+    if not (
+        isinstance(languages, dict)
+        and all(isinstance(languages.get(name), str) for name in LANGUAGE_KEYS)
+    ):
+        raise ValueError(
+            f"The export's languages file is damaged; export the model again, "
+            f"or delete the file and pass --src_lang and --tgt_lang. "
+            f"Received: {file_path}"
+        )
+    return {name: languages[name] for name in LANGUAGE_KEYS}
+
+
 def export_translator(
     translator,
     path: str,
     overwrite: bool = False,
     warmup_sentences=WARMUP_SENTENCES,
+    languages: dict | None = None,
 ) -> str:
     """Saves a `Translator` as a SavedModel with its three signatures.
 
@@ -203,6 +245,8 @@ def export_translator(
             version to roll out a model.
         warmup_sentences: the warmup requests' sentences (`warmup_inputs`),
             or None to write none.
+        languages: {"src_lang": ..., "tgt_lang": ...} to record
+            (`read_languages`), or None.
 
     Returns:
         `path`.
@@ -226,6 +270,8 @@ def export_translator(
         )
         if requests is not None:
             warmup.write_warmup_requests(partial, requests)
+        if languages is not None:
+            write_languages(partial, languages)
     except BaseException:
         if tf.io.gfile.exists(partial):
             tf.io.gfile.rmtree(partial)

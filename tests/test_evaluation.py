@@ -13,7 +13,7 @@ import sacremoses
 from absl import flags
 from sacrebleu.tokenizers import tokenizer_ja_mecab, tokenizer_ko_mecab
 
-from keras_transformer import evaluate, evaluation
+from keras_transformer import evaluate, evaluation, serving
 from keras_transformer.training import run_checks
 from tests.test_case import TestCase
 
@@ -375,10 +375,16 @@ class EvaluateCommandTest(TestCase):
             f"Received: output={other_vocab}, vocab={other_vocab}",
         )
         # Every file of an export (here its latest version of a serving
-        # directory); languages as the export's run had them.
+        # directory, which records no languages: they are given).
         index = os.path.join(export, "variables", "variables.index")
+        languages = ["--src_lang=en", "--tgt_lang=de"]
         self.assert_one_line_error(
-            [f"--model={os.path.dirname(export)}", *data, f"--output={index}"],
+            [
+                f"--model={os.path.dirname(export)}",
+                *data,
+                *languages,
+                f"--output={index}",
+            ],
             "`--output` must not be an input file: writing it would overwrite "
             f"the model; choose another path. Received: output={index}, "
             f"model={index}",
@@ -498,15 +504,54 @@ class EvaluateCommandTest(TestCase):
                 evaluate._languages(parse(f"--model={model}", "--tgt_lang=en")),
                 ("de", "en"),
             )
-        # Without settings.json (e.g. an export), the flags as given.
-        export = self.tempdir()
-        self.assertEqual(evaluate._languages(parse(f"--model={export}")), ("en", "de"))
-        self.assertEqual(
-            evaluate._languages(
-                parse(f"--model={export}", "--src_lang=fr", "--tgt_lang=en")
-            ),
-            ("fr", "en"),
+        # An export records its own (a TF Serving model directory or one
+        # version): it is the only file of the model that evaluate sees.
+        base = self.tempdir()
+        version = os.path.join(base, "3")
+        os.makedirs(version)
+        open(os.path.join(version, "saved_model.pb"), "wb").close()
+        serving.write_languages(version, {"src_lang": "en", "tgt_lang": "fr"})
+        for model in (base, version):
+            self.assertEqual(
+                evaluate._languages(parse(f"--model={model}")), ("en", "fr")
+            )
+        self.assert_one_line_error(
+            [
+                f"--model={base}",
+                f"--src={self.src}",
+                f"--ref={self.ref}",
+                "--tgt_lang=de",
+            ],
+            f"The model was trained en->fr ({version}/assets.extra/languages.json) "
+            f"but --tgt_lang=de; drop the flags or correct them. Received: model={base}",
         )
+        # Without a record (an export of a model trained elsewhere), the
+        # flags as given, with a warning if none is.
+        os.remove(os.path.join(version, serving.LANGUAGES_FILE))
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            self.assertEqual(
+                evaluate._languages(parse(f"--model={base}")), ("en", "de")
+            )
+        self.assertEqual(
+            stderr.getvalue(),
+            "evaluate: warning: the model records no languages; scoring as "
+            "en->de (pass --src_lang and --tgt_lang to choose)\n",
+        )
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            self.assertEqual(
+                evaluate._languages(
+                    parse(f"--model={base}", "--src_lang=fr", "--tgt_lang=en")
+                ),
+                ("fr", "en"),
+            )
+        self.assertEqual(stderr.getvalue(), "")
+        # A damaged record is named.
+        with open(os.path.join(version, serving.LANGUAGES_FILE), "w") as file:
+            file.write("[1]")
+        with self.assertRaisesRegex(ValueError, "languages file is damaged"):
+            evaluate._languages(parse(f"--model={base}"))
 
     def test_languages_that_contradict_the_training_run_are_errors(self):
         checkpoint = os.path.join(self.model_dir, "checkpoints", "ckpt-2.keras")
@@ -517,8 +562,8 @@ class EvaluateCommandTest(TestCase):
         ):
             self.assert_one_line_error(
                 [f"--model={model}", *data, *languages],
-                "The model was trained de->en (settings.json in "
-                f"{self.model_dir}) but {' '.join(languages)}; drop the flags "
+                "The model was trained de->en ("
+                f"{self.model_dir}/settings.json) but {' '.join(languages)}; drop the flags "
                 f"or correct them. Received: model={model}",
             )
 
@@ -604,7 +649,12 @@ class EvaluateCommandTest(TestCase):
         # A model that outputs only empty lines printed BLEU 0.00, no hint.
         src = self.write_lines("three.en", ["Hello.", "", "Good day."])
         ref = self.write_lines("three.de", ["Hallo.", "", "Guten Tag."])
-        args = [f"--model={self.tempdir()}", f"--src={src}", f"--ref={ref}"]
+        args = [
+            f"--model={self.tempdir()}",
+            f"--src={src}",
+            f"--ref={ref}",
+            "--tgt_lang=de",
+        ]
         status, stdout, stderr = run_with_translations(["", "", " "], *args)
         self.assertEqual(status, 0, stderr)
         # The blank source's empty translation is no symptom.

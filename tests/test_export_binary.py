@@ -1,6 +1,7 @@
 """Tests of the export command `export/export_model.py`
 (`python -m keras_transformer.export_model`)."""
 
+import json
 import os
 import re
 import shutil
@@ -11,8 +12,9 @@ import zipfile
 import pytest
 import tensorflow as tf
 
-from keras_transformer import export_model, serving, warmup
+from keras_transformer import export_model, inference, serving, warmup
 from keras_transformer.decoding.translator import Translator
+from keras_transformer.training import run_checks
 from tests.data import fixtures
 from tests.decoding.test_translator import tiny_model
 from tests.test_case import TestCase
@@ -69,6 +71,11 @@ class ExportBinaryTest(TestCase):
     @pytest.mark.slow
     def test_command_writes_a_tf_serving_version_that_translates(self):
         model_dir, model = write_model_dir(self)
+        # The run's languages, which the export records for `evaluate`.
+        fixtures.write(
+            os.path.join(model_dir, run_checks.SETTINGS_FILE),
+            json.dumps({"src_lang": "en", "tgt_lang": "fr", "data": "demo"}),
+        )
         export_dir = fixtures.tempdir(self)
         warmup_file = fixtures.write(
             os.path.join(model_dir, "warmup.txt"), "\n".join(SENTENCES) + "\n"
@@ -100,6 +107,13 @@ class ExportBinaryTest(TestCase):
         self.assertEqual(
             requests["serving_default"]["inputs"].tolist(),
             [sentence.encode() for sentence in SENTENCES],
+        )
+        self.assertEqual(
+            inference.model_languages(os.path.join(export_dir, "en_de")),
+            (
+                {"src_lang": "en", "tgt_lang": "fr"},
+                os.path.join(path, serving.LANGUAGES_FILE),
+            ),
         )
 
     def test_warmup_file_is_checked_before_loading(self):
