@@ -55,11 +55,11 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def run_workers(data, model_dir, *flags, model=TINY, workers=2):
+def start_workers(data, model_dir, *flags, model=TINY, workers=2):
     """train.py as `workers` processes of one cluster on 127.0.0.1.
 
     Returns:
-        Each worker's (returncode, stdout, stderr).
+        The processes, worker 0 first, with their stdout and stderr piped.
     """
     addresses = [f"127.0.0.1:{free_port()}" for _ in range(workers)]
     processes = []
@@ -77,6 +77,16 @@ def run_workers(data, model_dir, *flags, model=TINY, workers=2):
                 text=True,
             )
         )
+    return processes
+
+
+def run_workers(data, model_dir, *flags, model=TINY, workers=2):
+    """`start_workers`, to their end.
+
+    Returns:
+        Each worker's (returncode, stdout, stderr).
+    """
+    processes = start_workers(data, model_dir, *flags, model=model, workers=workers)
     outputs = []
     try:
         for process in processes:
@@ -241,29 +251,14 @@ class TrainProcessesTest(TestCase):
         folder = fixtures.tempdir(self)
         data = write_corpus(folder)
         model_dir = os.path.join(folder, "run")
-        addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
-        processes = []
-        for index in range(2):
-            tf_config = {
-                "cluster": {"worker": addresses},
-                "task": {"type": "worker", "index": index},
-            }
-            processes.append(
-                subprocess.Popen(
-                    train_command(
-                        data,
-                        model_dir,
-                        "--strategy=multi_worker",
-                        "--nojit_compile",
-                        "--train_steps=100000",
-                        "--steps_per_checkpoint=5",
-                    ),
-                    env=environment(TF_CONFIG=json.dumps(tf_config)),
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                )
-            )
+        processes = start_workers(
+            data,
+            model_dir,
+            "--strategy=multi_worker",
+            "--nojit_compile",
+            "--train_steps=100000",
+            "--steps_per_checkpoint=5",
+        )
         try:
             backup = os.path.join(model_dir, "workers", "worker-1", "backup")
             deadline = time.monotonic() + 240
@@ -278,8 +273,8 @@ class TrainProcessesTest(TestCase):
             for process in processes:
                 process.kill()
         self.assertEqual(processes[1].returncode, -signal.SIGTERM)
-        # The other worker's collectives are aborted once the stopped one
-        # misses its heartbeats: one line, not TensorFlow's traceback.
+        # The other worker's collectives fail (a broken connection, or the
+        # stopped one's missed heartbeats): one line, not a traceback.
         self.assertEqual(processes[0].returncode, 1, stderr[0][-3000:])
         self.assertRegex(
             stderr[0],
