@@ -1,6 +1,7 @@
 """`tf.distribute` strategies and mixed-precision policies by name."""
 
 import json
+import math
 import os
 import re
 import signal
@@ -12,6 +13,8 @@ import tensorflow as tf
 from absl import logging
 from tensorflow.compiler.xla.tsl.protobuf import coordination_config_pb2
 from tensorflow.python.eager import context as eager_context
+
+from keras_transformer.checks import is_real
 
 STRATEGIES = ("default", "one_device", "mirrored", "multi_worker", "tpu")
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
@@ -135,9 +138,7 @@ def create_strategy(
 def _multi_worker_strategy(startup_timeout: float):
     """`MultiWorkerMirroredStrategy` whose start-up wait is bounded, and
     after which SIGTERM stops the process again."""
-    if not (
-        isinstance(startup_timeout, (int, float)) and 0 < startup_timeout < 2**31 / 1000
-    ):
+    if not (is_real(startup_timeout) and 0 < startup_timeout < math.inf):
         raise ValueError(
             "`worker_startup_timeout` must be a positive number of seconds "
             "(--worker_startup_timeout), e.g. 600. "

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import types
+from unittest import mock
 
 import keras
 import pytest
@@ -283,6 +284,25 @@ class TrainProcessesTest(TestCase):
             r"[1-9][0-9]*, the last backup",
         )
         self.assertNotIn("Traceback", stderr[0])
+
+    def test_worker_startup_timeout_is_checked_before_starting(self):
+        tf_config = {
+            "cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]},
+            "task": {"type": "worker", "index": 0},
+        }
+        with mock.patch.dict(os.environ, TF_CONFIG=json.dumps(tf_config)):
+            for timeout in (0, -5, float("nan"), float("inf"), "600", True):
+                with (
+                    self.subTest(timeout=timeout),
+                    self.assertRaisesRegex(
+                        ValueError,
+                        "`worker_startup_timeout` must be a positive number of "
+                        r"seconds \(--worker_startup_timeout\)",
+                    ),
+                ):
+                    distribution.create_strategy(
+                        "multi_worker", worker_startup_timeout=timeout
+                    )
 
     def test_lost_worker_is_named_however_the_loss_was_noticed(self):
         cluster = {"worker": ["127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"]}
