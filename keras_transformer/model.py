@@ -415,8 +415,19 @@ class Transformer(keras.Model):
         if _is_multi_worker(self.distribute_strategy):
             # Keras averages the logs across workers with
             # `strategy.reduce("MEAN", value, axis=0)`, which fails on
-            # scalars (tensorflow/tensorflow#72388): give them an axis.
-            logs = {name: ops.reshape(value, (1,)) for name, value in logs.items()}
+            # scalars (tensorflow/tensorflow#72388): give them an axis. A
+            # total's log is this worker's: times the workers, the mean is
+            # the cluster's total (the progress bar showed half the tokens
+            # under two workers; the epoch's logs read the whole variable).
+            strategy = self.distribute_strategy
+            workers = strategy.num_replicas_in_sync // len(
+                strategy.extended.worker_devices
+            )
+            totals = _total_metric_names(self)
+            logs = {
+                name: ops.reshape(value * workers if name in totals else value, (1,))
+                for name, value in logs.items()
+            }
         return logs
 
     def _maybe_symbolic_build(self, iterator=None, data_batch=None):
@@ -449,6 +460,18 @@ class Transformer(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+def _total_metric_names(model) -> set:
+    """The names of `model`'s metrics that sum over the workers (their
+    `sums_over_workers`, e.g. `TargetTokenCount`), compiled ones included."""
+    names = set()
+    for metric in model.metrics:
+        # `CompileMetrics` holds the metrics given to `compile`.
+        for inner in [metric, *getattr(metric, "metrics", ())]:
+            if getattr(inner, "sums_over_workers", False):
+                names.add(inner.name)
+    return names
 
 
 def _is_multi_worker(strategy) -> bool:

@@ -102,6 +102,11 @@ class TargetTokenCount(keras.metrics.Metric):
         name: metric name.
     """
 
+    # A total, not a mean: under a multi-worker strategy, the train step
+    # scales its per-batch log by the workers, as Keras averages those logs
+    # across workers (`Transformer.train_step`).
+    sums_over_workers = True
+
     def __init__(self, pad_id=tokens.PAD_ID, name="target_tokens", **kwargs):
         super().__init__(name=name, **kwargs)
         self.pad_id = pad_id

@@ -18,6 +18,7 @@ Files in `model_dir`:
 """
 
 import dataclasses
+import gc
 import os
 import zlib
 
@@ -434,6 +435,7 @@ def run_training(
     # Only now: a run that failed before training never locks model_dir
     # to its settings.
     run_checks.save_settings(write_dir, settings)
+    lost = None
     try:
         history = model.fit(
             dataset,
@@ -449,7 +451,12 @@ def run_training(
         lost = distribution.lost_worker_error(strategy_obj, error, backup.saved_step)
         if lost is None:
             raise
-        raise lost from None
+    if lost is not None:
+        # Outside the handler, the failed step's frames are garbage: among
+        # them a thread pool of TensorFlow's eager all-reduce, left open when
+        # it failed, whose collection at exit printed a traceback.
+        gc.collect()
+        raise lost
     step = callbacks_lib.current_step(model)
     if nan_stop.nan_step is not None:
         restart = (

@@ -56,8 +56,9 @@ def free_port():
         return sock.getsockname()[1]
 
 
-def start_workers(data, model_dir, *flags, model=TINY, workers=2):
-    """train.py as `workers` processes of one cluster on 127.0.0.1.
+def start_workers(data, model_dir, *flags, model=TINY, workers=2, command=None):
+    """train.py (or `command`) as `workers` processes of one cluster on
+    127.0.0.1.
 
     Returns:
         The processes, worker 0 first, with their stdout and stderr piped.
@@ -71,7 +72,7 @@ def start_workers(data, model_dir, *flags, model=TINY, workers=2):
         }
         processes.append(
             subprocess.Popen(
-                train_command(data, model_dir, *flags, model=model),
+                command or train_command(data, model_dir, *flags, model=model),
                 env=environment(TF_CONFIG=json.dumps(tf_config)),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -245,6 +246,46 @@ class TrainProcessesTest(TestCase):
         self.assertEqual(
             sorted(checkpoint_files(os.path.join(model_dir, "checkpoints"))), [1, 2, 3]
         )
+
+    @pytest.mark.slow
+    @pytest.mark.xdist_group("multi_core")
+    def test_batch_logs_count_every_workers_tokens(self):
+        # Keras averages the per-batch logs across workers: the progress
+        # bar showed half the target tokens under two workers.
+        folder = fixtures.tempdir(self)
+        script = fixtures.write(
+            os.path.join(folder, "train_two.py"),
+            "import sys\n"
+            "import keras\n"
+            "import numpy as np\n"
+            "from keras_transformer.training import trainer\n"
+            "from tests.data import fixtures\n"
+            "from tests.training.test_trainer import tiny_config\n"
+            "class Record(keras.callbacks.Callback):\n"
+            "    def on_train_batch_end(self, batch, logs=None):\n"
+            "        self.last = np.asarray(logs['target_tokens']).item()\n"
+            "    def on_epoch_end(self, epoch, logs=None):\n"
+            "        print('tokens', self.last, logs['target_tokens'], flush=True)\n"
+            "trainer.run_training(\n"
+            "    tiny_config(), data=sys.argv[1], src_lang='en', tgt_lang='de',\n"
+            "    model_dir=sys.argv[2], train_steps=3, steps_per_checkpoint=3,\n"
+            "    vocab_size=fixtures.VOCAB_SIZE, batch_tokens=128, warmup_steps=4,\n"
+            "    bleu_max_sentences=0, strategy='multi_worker', jit_compile=False,\n"
+            "    verbose=0, extra_callbacks=(Record(),))\n",
+        )
+        data = write_corpus(folder)
+        model_dir = os.path.join(folder, "run")
+        processes = start_workers(
+            data, model_dir, command=[sys.executable, script, data, model_dir]
+        )
+        outputs = [process.communicate(timeout=300) for process in processes]
+        for process, (stdout, stderr) in zip(processes, outputs):
+            self.assertEqual(process.returncode, 0, stderr[-3000:])
+            # The last batch's running total is the epoch's, which Keras
+            # reads from the whole (all-worker) variable.
+            _, last_batch, epoch = stdout.split()
+            self.assertEqual(float(last_batch), float(epoch))
+            self.assertGreater(float(epoch), 0)
 
     @pytest.mark.slow
     @pytest.mark.xdist_group("multi_core")
