@@ -143,7 +143,13 @@ def _languages(flag_values) -> tuple[str, str]:
     passed = {
         name: flag_values[name].value for name in trained if flag_values[name].present
     }
-    if any(value != trained[name] for name, value in passed.items()):
+    from keras_transformer.evaluation import primary_language
+
+    # As the tokenizers see them: "DE" or "de-CH" is a "de" model's language.
+    if any(
+        primary_language(value) != primary_language(trained[name])
+        for name, value in passed.items()
+    ):
         given = " ".join(f"--{name}={value}" for name, value in passed.items())
         raise ValueError(
             f"The model was trained {trained['src_lang']}->{trained['tgt_lang']} "

@@ -53,7 +53,7 @@ class Scores:
 _SUBTAG_SEPARATOR = re.compile(r"[-_]")
 
 
-def _primary_language(lang: str) -> str:
+def primary_language(lang: str) -> str:
     """The primary language subtag of `lang`, lowercased.
 
     Every choice of tokenizer here (sacreBLEU's, the Moses one, compound
@@ -78,12 +78,12 @@ def _bleu(target_lang: str) -> sacrebleu.metrics.BLEU:
     As sacreBLEU chooses for its own test sets: `zh`, `ja-mecab` and
     `ko-mecab` for Chinese, Japanese and Korean targets (13a would leave
     their unspaced sentences whole words), 13a for every other language;
-    by the primary language subtag (`_primary_language`).
+    by the primary language subtag (`primary_language`).
 
     Raises:
         ValueError: if the tokenizer needs packages that are not installed.
     """
-    lang = _primary_language(target_lang)
+    lang = primary_language(target_lang)
     try:
         return sacrebleu.metrics.BLEU(trg_lang=lang)
     except RuntimeError:
@@ -225,7 +225,7 @@ def paper_tokenize(text: str, lang: str) -> str:
     Returns:
         The tokens joined by single spaces.
     """
-    lang = _primary_language(lang)
+    lang = primary_language(lang)
     tokens = _moses_tokenizer(lang).tokenize(text, return_str=True, escape=False)
     if lang not in _COMPOUND_SPLIT_LANGS:
         return tokens
@@ -240,7 +240,7 @@ def tokenized_bleu_signature(lang: str) -> str:
         "de-CH": it names the tokenizer used), "moses-fr|multi-bleu" for
         French.
     """
-    lang = _primary_language(lang)
+    lang = primary_language(lang)
     split = "+compound-split" if lang in _COMPOUND_SPLIT_LANGS else ""
     return f"moses-{lang}{split}|multi-bleu"
 

@@ -500,10 +500,14 @@ class EvaluateCommandTest(TestCase):
             self.assertEqual(
                 evaluate._languages(parse(f"--model={model}")), ("de", "en")
             )
-            self.assertEqual(
-                evaluate._languages(parse(f"--model={model}", "--tgt_lang=en")),
-                ("de", "en"),
-            )
+            # Languages as the tokenizers see them (primary subtag, any case).
+            for tgt_lang in ("en", "EN", "en-GB"):
+                self.assertEqual(
+                    evaluate._languages(
+                        parse(f"--model={model}", f"--tgt_lang={tgt_lang}")
+                    ),
+                    ("de", "en"),
+                )
         # An export records its own (a TF Serving model directory or one
         # version): it is the only file of the model that evaluate sees.
         base = self.tempdir()
