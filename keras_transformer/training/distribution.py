@@ -37,8 +37,11 @@ def create_strategy(
         name: "default" (no distribution), "one_device" (the first GPU, or
             the CPU), "mirrored" (all-reduce across the local GPUs: the
             paper's 8 GPUs), "multi_worker" (MirroredStrategy across the
-            machines listed in the `TF_CONFIG` environment variable) or
-            "tpu".
+            machines listed in the `TF_CONFIG` environment variable; SIGTERM
+            then terminates the process, as under the other strategies,
+            instead of going to TensorFlow's preemption notifier, so
+            `tf.distribute.experimental.PreemptionCheckpointHandler` does
+            not see it) or "tpu".
         num_gpus: GPUs to use with "mirrored" (0: all visible; when the
             machine has none, the CPU's logical devices).
         tpu_address: the TPU of "tpu", which needs it: its name, a
