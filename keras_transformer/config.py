@@ -18,6 +18,9 @@ _VOCAB_REASON = (
     f"{tokens.EOS_PIECE}, and a vocabulary needs at least one more)"
 )
 _OPTIONAL_FIELDS = ("key_dim", "value_dim", "source_vocab_size")
+# Fields added after configs were first saved, with the value that a saved
+# config (or run settings) without them means: the behaviour before.
+LEGACY_VALUES = {"attention_bias": True}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,12 +57,16 @@ class TransformerConfig:
         norm_position: "post" is the paper's `LayerNorm(x + Sublayer(x))`;
             "pre" normalises the sublayer input and adds a final LayerNorm.
         layer_norm_epsilon: epsilon of every LayerNormalization.
+        attention_bias: whether the attention projections W^Q, W^K, W^V and
+            W^O have biases. The paper's have none (section 3.2.2, as in
+            tensor2tensor); Keras's `MultiHeadAttention` has them. Models
+            saved before this field existed had them (see `from_dict`).
 
     Raises:
         ValueError: for a field of the wrong type (bools are not numbers
-            here) or out of range, a vocabulary without room for a token
-            beyond the 4 special ids, or an odd `d_model` with sinusoidal
-            positions.
+            here, and only bools are `attention_bias`) or out of range, a
+            vocabulary without room for a token beyond the 4 special ids, or
+            an odd `d_model` with sinusoidal positions.
     """
 
     vocab_size: int = 37000
@@ -78,6 +85,7 @@ class TransformerConfig:
     source_vocab_size: int | None = None
     norm_position: str = "post"
     layer_norm_epsilon: float = 1e-6
+    attention_bias: bool = False
 
     def __post_init__(self):
         for name in ("vocab_size", "source_vocab_size"):
@@ -135,6 +143,7 @@ class TransformerConfig:
         self._check_float(
             "layer_norm_epsilon", "a positive finite number", lambda x: 0 < x < math.inf
         )
+        self._check_bool("attention_bias")
 
     def _check_int(self, name, minimum=1, reason=""):
         """Checks an int field (None is allowed for the optional ones)."""
@@ -146,6 +155,15 @@ class TransformerConfig:
     def _check_float(self, name, expected, is_valid):
         """Checks a float field; whole numbers (JSON's `0`) are accepted."""
         self._set_number(name, float, expected, is_valid)
+
+    def _check_bool(self, name):
+        """Checks a bool field: 0, 1 or "false" are not read as bools."""
+        value = getattr(self, name)
+        if not isinstance(value, bool):
+            raise ValueError(
+                f"`{name}` must be True or False. "
+                f"Received: {name}={value!r} ({type(value).__name__})"
+            )
 
     def _set_number(self, name, kind, expected, is_valid):
         """Raises unless field `name` is a valid `kind`; stores it as one.
@@ -190,8 +208,14 @@ class TransformerConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "TransformerConfig":
+        """The config of `to_dict()`'s `values` (e.g. a saved model's).
+
+        A field of `LEGACY_VALUES` that `values` lacks was written before
+        the field existed, and takes the value it had then (a model saved
+        without `attention_bias` has attention biases).
+        """
         _check_fields(values)
-        return cls(**values)
+        return cls(**{**LEGACY_VALUES, **values})
 
     @classmethod
     def preset(cls, name: str, **overrides) -> "TransformerConfig":

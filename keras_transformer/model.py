@@ -50,7 +50,8 @@ class Transformer(keras.Model):
     with key/value caches.
 
     Args:
-        config: a `TransformerConfig` (or its dict form).
+        config: a `TransformerConfig`, or its `to_dict()` form (read by
+            `TransformerConfig.from_dict`, as a saved model's is).
         **kwargs: `keras.Model` keyword arguments: `name`, and `dtype`, the
             dtype policy of the model and every layer (e.g.
             "mixed_float16"; default: the global policy), kept by `save`.
@@ -113,6 +114,7 @@ class Transformer(keras.Model):
             attention_dropout=c.attention_dropout,
             norm_position=c.norm_position,
             layer_norm_epsilon=c.layer_norm_epsilon,
+            attention_bias=c.attention_bias,
             dtype=dtype,
         )
         encoder = layers.TransformerEncoder(**stack_arguments, name="encoder")
@@ -153,6 +155,9 @@ class Transformer(keras.Model):
         self.source_padding_mask = source_padding_mask
         self.encoder = encoder
         self.decoder = decoder
+        # The training step's settings (see `train_step`).
+        for name, default in _STEP_SETTINGS.items():
+            setattr(self, name, default)
 
     def encode(self, source_ids, training=False, return_attention_weights=False):
         """Runs the encoder.
@@ -372,24 +377,12 @@ class Transformer(keras.Model):
         # listed among the model's other metrics (a second "loss").
         object.__setattr__(self, "_loss_tracker", _StepMean(name="loss"))
 
-    def get_compile_config(self):
-        """`keras.Model.get_compile_config`, with the step's settings that
-        `training.trainer.compile_for_training` sets beside `compile`."""
-        config = super().get_compile_config()
-        if config:
-            for name, default in _STEP_SETTINGS.items():
-                config[name] = getattr(self, name, default)
-        return config
-
     def compile_from_config(self, config):
         """Compiles a loaded model as `keras.Model.compile_from_config`
-        does, which skips a model whose `compile` is overridden, and
-        restores the step's settings (a model saved while accumulating
-        gradients takes the grouped batches again)."""
+        does, which skips a model whose `compile` is overridden."""
         config = dict(config)
-        settings = {
-            name: config.pop(name, default) for name, default in _STEP_SETTINGS.items()
-        }
+        # Files saved before the step's settings moved to `get_config`.
+        settings = {name: config.pop(name) for name in _STEP_SETTINGS if name in config}
         self.compile(**keras.saving.deserialize_keras_object(config))
         for name, value in settings.items():
             setattr(self, name, value)
@@ -451,15 +444,29 @@ class Transformer(keras.Model):
             self._symbolic_build(data_batch=batch)
 
     def get_config(self):
-        return {
+        config = {
             "config": self.config.to_dict(),
             "name": self.name,
             "dtype": keras.dtype_policies.serialize(self.dtype_policy),
         }
+        # The step's settings that `compile_for_training` sets beside
+        # `compile`, so that a model saved while accumulating gradients
+        # takes the grouped batches again. Not in the compile config:
+        # `keras.models.clone_model` passes that to a plain Functional's
+        # `compile`, which refuses unknown arguments.
+        for name, default in _STEP_SETTINGS.items():
+            if getattr(self, name) != default:
+                config[name] = getattr(self, name)
+        return config
 
     @classmethod
     def from_config(cls, config):
-        return cls(**config)
+        config = dict(config)
+        settings = {name: config.pop(name) for name in _STEP_SETTINGS if name in config}
+        model = cls(**config)
+        for name, value in settings.items():
+            setattr(model, name, value)
+        return model
 
 
 def _total_metric_names(model) -> set:

@@ -39,6 +39,25 @@ class TransformerConfigTest(TestCase):
         self.assertEqual(config.replace(dropout=0.2).dropout, 0.2)
         self.assertEqual(TransformerConfig.from_dict(config.to_dict()), config)
 
+    def test_attention_bias_defaults_to_the_papers_none(self):
+        # Section 3.2.2: Q W^Q, K W^K, V W^V and Concat(...) W^O, no biases.
+        for config in (
+            TransformerConfig(),
+            TransformerConfig.preset("base"),
+            TransformerConfig.preset("tiny"),
+            TransformerConfig.preset("big"),
+        ):
+            self.assertIs(config.attention_bias, False)
+        for value in (False, True):
+            config = TransformerConfig.preset("tiny", attention_bias=value)
+            self.assertEqual(TransformerConfig.from_dict(config.to_dict()), config)
+
+    def test_a_dict_saved_without_attention_bias_had_the_biases(self):
+        # Models saved before the field existed have attention biases.
+        values = TransformerConfig.preset("tiny").to_dict()
+        del values["attention_bias"]
+        self.assertIs(TransformerConfig.from_dict(values).attention_bias, True)
+
     def test_unknown_field_and_preset_are_clear_errors(self):
         with self.assertRaisesRegex(ValueError, "Received: d_modle=3"):
             TransformerConfig.preset("base", d_modle=3)
@@ -120,6 +139,9 @@ class TransformerConfigTest(TestCase):
             "a positive finite number",
             "'1e-6' (str)",
         ),
+        ("int_bool", "attention_bias", 1, "True or False", "1 (int)"),
+        ("str_bool", "attention_bias", "false", "True or False", "'false' (str)"),
+        ("none_bool", "attention_bias", None, "True or False", "None (NoneType)"),
     )
     def test_wrong_types_are_clear_errors(self, name, value, expected, received):
         # Strings used to raise a bare TypeError from a comparison.

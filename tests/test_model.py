@@ -1,6 +1,8 @@
+import json
 import os
 import subprocess
 import sys
+import zipfile
 
 import keras
 import numpy as np
@@ -29,8 +31,11 @@ def closed_form_parameter_count(config):
     d, f, n = config.d_model, config.d_ff, config.num_layers
     dk = config.num_heads * config.head_key_dim
     dv = config.num_heads * config.head_value_dim
-    # W^Q, W^K (d x h*d_k), W^V (d x h*d_v), W^O (h*d_v x d), with biases.
-    attention = 2 * (d * dk + dk) + (d * dv + dv) + (dv * d + d)
+    # W^Q, W^K (d x h*d_k), W^V (d x h*d_v), W^O (h*d_v x d) (section 3.2.2),
+    # and with `attention_bias` their biases.
+    attention = 2 * d * dk + d * dv + dv * d
+    if config.attention_bias:
+        attention += 2 * dk + dv + d
     feed_forward = d * f + f + f * d + d  # Eq. 2
     layer_norm = 2 * d  # gain and bias
     encoder_layer = attention + feed_forward + 2 * layer_norm
@@ -135,7 +140,8 @@ class TransformerModelTest(TestCase):
 
     def test_incremental_decoding_equals_full_forward_pass(self):
         for overrides in (
-            {},
+            {},  # no attention biases: the paper's, the default
+            dict(attention_bias=True),
             dict(positional="learned", norm_position="pre"),
             dict(share_embeddings="none", source_vocab_size=30),
             # Rows of 2 KiB: every decoder kernel padded at decoding steps.
@@ -182,8 +188,11 @@ class TransformerModelTest(TestCase):
             atol=length * _TOLERANCES["mixed_float16"],
         )
 
-    def test_keras_file_round_trip_gives_identical_outputs(self):
-        model = build_transformer(tiny_config(positional="learned"))
+    @parameterized.parameters(False, True)
+    def test_keras_file_round_trip_gives_identical_outputs(self, attention_bias):
+        model = build_transformer(
+            tiny_config(positional="learned", attention_bias=attention_bias)
+        )
         source = self.random_ids((2, 6), 40)
         target = self.random_ids((2, 5), 40, seed=1)
         path = os.path.join(self.get_temp_dir(), "model.keras")
@@ -193,6 +202,49 @@ class TransformerModelTest(TestCase):
         self.assertEqual(restored.config, model.config)
         self.assertAllEqual(
             self.call(model, source, target), self.call(restored, source, target)
+        )
+
+    def test_keras_file_saved_before_attention_bias_loads_with_the_biases(self):
+        # Models saved before the switch existed had attention biases, and
+        # their config has no `attention_bias`.
+        model = build_transformer(tiny_config(attention_bias=True))
+        path = os.path.join(self.get_temp_dir(), "model.keras")
+        model.save(path)
+        old_path = os.path.join(self.get_temp_dir(), "old.keras")
+        with zipfile.ZipFile(path) as new, zipfile.ZipFile(old_path, "w") as old:
+            for item in new.infolist():
+                data = new.read(item)
+                if item.filename == "config.json":
+                    saved = json.loads(data)
+                    del saved["config"]["config"]["attention_bias"]
+                    data = json.dumps(saved)
+                old.writestr(item, data)
+        restored = keras.saving.load_model(old_path)
+        self.assertIs(restored.config.attention_bias, True)
+        self.assertEqual(restored.count_params(), model.count_params())
+        source = self.random_ids((2, 6), 40)
+        target = self.random_ids((2, 5), 40, seed=1)
+        self.assertAllEqual(
+            self.call(model, source, target), self.call(restored, source, target)
+        )
+
+    def test_attention_bias_adds_the_projection_biases(self):
+        def attention_biases(model):
+            return [
+                w.path
+                for w in model.weights
+                if "attention/" in w.path and w.path.endswith("_bias")
+            ]
+
+        paper = build_transformer(tiny_config())
+        self.assertEqual(attention_biases(paper), [])
+        biased = build_transformer(tiny_config(attention_bias=True))
+        # Q, K, V and O in 2 encoder and 2 x 2 decoder attentions.
+        self.assertLen(attention_biases(biased), 4 * 6)
+        self.assertEqual(
+            biased.count_params() - paper.count_params(),
+            closed_form_parameter_count(biased.config)
+            - closed_form_parameter_count(paper.config),
         )
 
     def test_compiled_keras_file_loads_after_importing_the_package_alone(self):
@@ -290,6 +342,32 @@ class TransformerModelTest(TestCase):
         self.assertEqual(clone.config, model.config)
         self.assertEqual(clone.count_params(), model.count_params())
 
+    def test_clone_model_of_a_compiled_model_compiles_and_trains(self):
+        # The step's settings used to be in the compile config, which
+        # clone_model passes to the clone's (a Functional's) `compile`.
+        model = build_transformer(tiny_config())
+        model.compile(
+            optimizer=transformer_optimizer(32, warmup_steps=10),
+            loss=LabelSmoothedCrossEntropy(0.1),
+            metrics=[MaskedTokenAccuracy()],
+            jit_compile=False,
+        )
+        model.gradient_accumulation_steps = 2  # As compile_for_training's.
+        clone = keras.models.clone_model(model)
+        self.assertTrue(clone.compiled)
+        self.assertIsInstance(clone.loss, LabelSmoothedCrossEntropy)
+        self.assertIsNot(clone.optimizer, model.optimizer)
+        clone.set_weights(model.get_weights())
+        source = self.random_ids((2, 5), 40)
+        target = self.random_ids((2, 4), 40)
+        inputs = {"source_ids": source, "target_ids": target}
+        self.assertAllClose(clone.predict(inputs, verbose=0), model(inputs))
+        clone.fit(inputs, target, verbose=0)
+        self.assertEqual(int(clone.optimizer.iterations), 1)
+        # The settings still travel with the model's own config.
+        revived = Transformer.from_config(model.get_config())
+        self.assertEqual(revived.gradient_accumulation_steps, 2)
+
     def test_embedding_sharing_options(self):
         shared = build_transformer(tiny_config())
         self.assertIs(shared.source_embedding, shared.target_embedding)
@@ -304,6 +382,7 @@ class TransformerModelTest(TestCase):
     def test_parameter_counts_equal_the_closed_form(self):
         variants = [
             tiny_config(),
+            tiny_config(attention_bias=True),
             tiny_config(share_embeddings="target", source_vocab_size=30),
             tiny_config(share_embeddings="none", source_vocab_size=30),
             tiny_config(positional="learned", norm_position="pre"),
@@ -333,9 +412,16 @@ class TransformerModelTest(TestCase):
     def test_base_and_big_parameter_counts(self):
         # 37,000 shared tokens, the paper's en-de vocabulary. The paper
         # reports 65M and 213M, rounded and with an unstated vocabulary.
-        for name, expected in (("base", 63_082_496), ("big", 214_245_376)):
+        for name, expected, with_biases in (
+            ("base", 63_045_632, 63_082_496),
+            ("big", 214_171_648, 214_245_376),
+        ):
             config = TransformerConfig.preset(name, vocab_size=37000)
             self.assertEqual(closed_form_parameter_count(config), expected)
+            # README: 3N attentions x (2 h d_k + h d_v + d_model) biases.
+            biased = config.replace(attention_bias=True)
+            self.assertEqual(closed_form_parameter_count(biased), with_biases)
+            self.assertEqual(with_biases - expected, 3 * 6 * 4 * config.d_model)
             with keras.StatelessScope():  # Uninitialized, as above.
                 model = build_transformer(config)
             self.assertEqual(model.count_params(), expected)

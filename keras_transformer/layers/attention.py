@@ -10,6 +10,7 @@ from keras import ops
 
 from keras_transformer.layers import masks
 from keras_transformer.layers.checks import (
+    check_bool,
     check_positive_int,
     check_rate,
     check_sequence_shape,
@@ -216,7 +217,8 @@ class MultiHeadAttention(keras.layers.Layer):
         value_dim: d_v, value width per head. Defaults to `key_dim`.
         output_dim: width of the output. Defaults to the query width.
         dropout: dropout rate on the attention weights.
-        use_bias: whether the projections have biases.
+        use_bias: whether the projections have biases (Keras's default;
+            the paper's have none, section 3.2.2).
         kernel_initializer: initializer of the projection kernels.
         bias_initializer: initializer of the biases.
         **kwargs: base layer keyword arguments.
@@ -283,11 +285,7 @@ class MultiHeadAttention(keras.layers.Layer):
         self.output_dim = output_dim
         dropout = check_rate("dropout", dropout)
         self.dropout = dropout
-        if not isinstance(use_bias, bool):
-            raise ValueError(
-                f"`use_bias` must be True or False. Received: use_bias={use_bias!r}"
-            )
-        self.use_bias = use_bias
+        self.use_bias = check_bool("use_bias", use_bias)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
         self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy, name="dropout")
@@ -475,6 +473,11 @@ class MultiHeadAttention(keras.layers.Layer):
         training=None,
         decoding_weights=None,
     ):
+        # Static widths only (free in the decoding step): a TensorFlow
+        # matmul error otherwise.
+        _check_built_width("query", query, self.query_kernel)
+        if memory is not None and not isinstance(memory, dict):
+            _check_built_width("memory", memory, self.key_kernel)
         fused = None if decoding_weights is None else decoding_weights["inputs"]
         new_cache = None
         query_start = 0
@@ -532,11 +535,21 @@ class MultiHeadAttention(keras.layers.Layer):
             )
 
         mask = None
+        keys = ("query", query) if memory is None else ("memory", memory)
         if attention_mask is not None:
             if cache is None and not isinstance(memory, dict):
-                # The mask's last axis is the keys' positions.
-                keys = ("query", query) if memory is None else ("memory", memory)
+                # [B, T, S], [B, N, T, S] or [T, S]: the last axis is the
+                # keys' positions, the one before it the queries'.
+                rank = len(attention_mask.shape)
                 _check_static_dim("attention_mask", attention_mask, -1, *keys, 1)
+                if rank >= 2:
+                    _check_static_dim(
+                        "attention_mask", attention_mask, -2, "query", query, 1
+                    )
+                if rank >= 3:
+                    _check_static_dim(
+                        "attention_mask", attention_mask, 0, "query", query, 0
+                    )
             mask = ops.cast(attention_mask, "bool")
             if len(mask.shape) == 3:
                 mask = ops.expand_dims(mask, axis=1)  # [B, 1, T, S]
@@ -546,8 +559,11 @@ class MultiHeadAttention(keras.layers.Layer):
             # The Keras mask [B, S] of the keys' tensor (after
             # `Embedding(mask_zero=True)`, say), as Keras's own
             # MultiHeadAttention reads it: padded keys are not attended.
-            keys_mask = masks.keras_mask(query if memory is None else memory)
+            keys_mask = masks.keras_mask(keys[1])
             if keys_mask is not None:
+                name = f"{keys[0]}._keras_mask"  # [B, S]
+                _check_static_dim(name, keys_mask, -1, *keys, 1)
+                _check_static_dim(name, keys_mask, 0, *keys, 0)
                 mask = masks.merge_masks(
                     mask, ops.cast(keys_mask, "bool")[:, None, None, :]
                 )
@@ -655,6 +671,18 @@ class MultiHeadAttention(keras.layers.Layer):
             }
         )
         return config
+
+
+def _check_built_width(name, tensor, kernel):
+    """Raises a ValueError naming `name` when `tensor`'s known width is not
+    the input width of `kernel` (the one the layer was built for)."""
+    width, expected = tensor.shape[-1], kernel.shape[0]
+    if width is not None and width != expected:
+        raise ValueError(
+            f"MultiHeadAttention was built for `{name}` of width {expected}; "
+            "call it on inputs of that width, or use a new layer. "
+            f"Received: {name} of shape {tuple(tensor.shape)}"
+        )
 
 
 def _check_static_dim(name, tensor, axis, reference_name, reference, reference_axis):

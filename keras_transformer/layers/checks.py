@@ -20,6 +20,14 @@ def check_positive_int(name, value):
     return int(value)
 
 
+def check_bool(name, value):
+    """Returns `value`; raises a ValueError unless it is True or False (not
+    0, 1 or a string, which a switch would read silently)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
+    return value
+
+
 def check_positive_number(name, value):
     """Returns `value` as a float; raises a ValueError unless it is a finite
     real number > 0 (not a bool, a string, NaN or infinity)."""

@@ -21,7 +21,8 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
     Args:
         *args, **kwargs: those of `TransformerEncoderLayer` (`num_heads`,
             `d_ff`, `key_dim`, `value_dim`, `dropout`, `attention_dropout`,
-            `norm_position`, `layer_norm_epsilon`, base layer keywords).
+            `norm_position`, `layer_norm_epsilon`, `attention_bias`, base
+            layer keywords): `attention_bias` applies to both attentions.
 
     Call arguments:
         inputs: [B, T, D] target representations. Their Keras mask, if

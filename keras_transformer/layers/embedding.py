@@ -27,14 +27,15 @@ class ScaledEmbedding(keras.layers.Layer):
             normal(0, D^-0.5) gives the scaled embeddings unit variance.
         mask_zero: as `keras.layers.Embedding`: id 0 is padding, and the
             embedded ids carry the Keras mask `ids != 0`, which the
-            positional, attention, encoder and decoder layers follow. The
-            ids must then be integers. With `reverse=True` the hidden
-            states' Keras mask carries over to the logits.
+            positional, attention, encoder and decoder layers follow. With
+            `reverse=True` the hidden states' Keras mask carries over to
+            the logits.
         **kwargs: base layer keyword arguments.
 
     Call arguments:
-        inputs: int ids [B, T] (forward) or hidden states [B, T, D]
-            (`reverse=True`).
+        inputs: token ids [B, T] (forward; non-integer ids are cast to
+            int32, as `keras.layers.Embedding` does) or hidden states
+            [B, T, D] (`reverse=True`).
         reverse: project hidden states onto the vocabulary instead.
         transposed_embeddings: optional `transposed_embeddings()`, E^T as
             [D, V], for `reverse=True`. Decoding reads it once before its
@@ -86,6 +87,7 @@ class ScaledEmbedding(keras.layers.Layer):
 
     def call(self, inputs, reverse=False, transposed_embeddings=None):
         if reverse:
+            self._check_hidden_states(inputs)
             # [B, T, D] -> [B * T, D] so that the projection is one 2-D
             # matmul (a broadcast batched matmul is much slower on CPU).
             hidden = ops.reshape(inputs, (-1, self.d_model))
@@ -96,24 +98,52 @@ class ScaledEmbedding(keras.layers.Layer):
             logits = ops.reshape(logits, (*leading, self.vocab_size))
             return ops.cast(logits, "float32")
         self._check_ids(inputs)
+        # Float ids are cast as by `keras.layers.Embedding`: Keras rebuilds
+        # a loaded subclassed model by calling it on float placeholders.
         embedded = ops.take(self.embeddings, ops.cast(inputs, "int32"), axis=0)
         return ops.cast(embedded, self.compute_dtype) * ops.cast(
             math.sqrt(self.d_model), self.compute_dtype
         )
 
+    def _holds_hidden_states(self, inputs):
+        # Keras passes `compute_mask` no `reverse`, so it tells hidden
+        # states [B, T, D] from ids [B, T] by their float dtype and rank.
+        return not _is_integer(inputs) and len(inputs.shape) >= 3
+
     def _check_ids(self, ids):
-        # The mask is told from the ids by their dtype (Keras passes
-        # `compute_mask` no `reverse`): float ids would lose it silently.
-        if self.mask_zero and not _is_integer(ids):
+        dtype = ops.dtype(ids)
+        if dtype == "string":
             raise TypeError(
-                f"{self.name}: `mask_zero=True` needs integer token ids. "
-                f"Received ids of dtype {ops.dtype(ids)}; give the model's "
-                "input an integer dtype, e.g. keras.Input((None,), "
-                'dtype="int32").'
+                f"{self.name} takes integer token ids: tokenize the strings "
+                f"first. Received: ids of dtype {dtype}"
+            )
+        if self.mask_zero and self._holds_hidden_states(ids):
+            raise TypeError(
+                f"{self.name}: with `mask_zero=True`, float inputs of rank 3 "
+                "or more are read as hidden states (`reverse=True`) and would "
+                "lose the padding mask: pass integer token ids. Received: ids "
+                f"of dtype {dtype} and shape {tuple(ids.shape)}"
+            )
+
+    def _check_hidden_states(self, hidden):
+        # Static shapes only: free in the decoding step.
+        width = hidden.shape[-1] if len(hidden.shape) else None
+        if width is not None and width != self.d_model:
+            raise ValueError(
+                f"{self.name} with `reverse=True` takes hidden states whose "
+                f"last axis is d_model={self.d_model}. Received: inputs of "
+                f"shape {tuple(hidden.shape)}"
+            )
+        if self.mask_zero and not self._holds_hidden_states(hidden):
+            raise ValueError(
+                f"{self.name}: with `mask_zero=True`, `reverse=True` takes "
+                "float hidden states [batch, length, d_model], which "
+                "`compute_mask` tells from token ids. Received: inputs of "
+                f"dtype {ops.dtype(hidden)} and shape {tuple(hidden.shape)}"
             )
 
     def compute_mask(self, inputs, previous_mask=None):
-        if self.mask_zero and _is_integer(inputs):
+        if self.mask_zero and not self._holds_hidden_states(inputs):
             return ops.not_equal(inputs, 0)
         # Hidden states (`reverse=True`): their mask carries over.
         return previous_mask
@@ -126,7 +156,9 @@ class ScaledEmbedding(keras.layers.Layer):
         return (*inputs_shape, self.d_model)
 
     def compute_output_spec(self, inputs, reverse=False, transposed_embeddings=None):
-        if not reverse:
+        if reverse:
+            self._check_hidden_states(inputs)
+        else:
             self._check_ids(inputs)
         shape = self.compute_output_shape(inputs.shape, reverse)
         dtype = "float32" if reverse else self.compute_dtype

@@ -9,6 +9,7 @@ from keras import ops
 from keras_transformer.layers import masks
 from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.checks import (
+    check_bool,
     check_positive_int,
     check_positive_number,
     check_rate,
@@ -32,6 +33,8 @@ class TransformerEncoderLayer(keras.layers.Layer):
         attention_dropout: dropout on the attention weights.
         norm_position: "post" (paper) or "pre".
         layer_norm_epsilon: LayerNormalization epsilon.
+        attention_bias: whether the attention projections (W^Q, W^K, W^V,
+            W^O) have biases; the paper's have none (section 3.2.2).
         **kwargs: base layer keyword arguments.
 
     Call arguments:
@@ -51,8 +54,8 @@ class TransformerEncoderLayer(keras.layers.Layer):
     Raises:
         ValueError: for a non-positive `num_heads`, `key_dim`, `value_dim`,
             `d_ff` or `layer_norm_epsilon`, a dropout rate outside [0, 1),
-            an unknown `norm_position`, or (when built) an unset `key_dim`
-            with d_model not divisible by h.
+            an unknown `norm_position`, a non-bool `attention_bias`, or
+            (when built) an unset `key_dim` with d_model not divisible by h.
     """
 
     def __init__(
@@ -65,6 +68,7 @@ class TransformerEncoderLayer(keras.layers.Layer):
         attention_dropout=0.0,
         norm_position="post",
         layer_norm_epsilon=1e-6,
+        attention_bias=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -88,6 +92,7 @@ class TransformerEncoderLayer(keras.layers.Layer):
         self.attention_dropout = attention_dropout
         self.norm_position = norm_position
         self.layer_norm_epsilon = layer_norm_epsilon
+        self.attention_bias = check_bool("attention_bias", attention_bias)
         # The output positions are the input's: a Keras mask carries over.
         self.supports_masking = True
         self.self_attention = None
@@ -129,6 +134,7 @@ class TransformerEncoderLayer(keras.layers.Layer):
             self.key_dim or d_model // self.num_heads,
             self.value_dim,
             dropout=self.attention_dropout,
+            use_bias=self.attention_bias,
             dtype=self.dtype_policy,
             name=name,
         )
@@ -192,9 +198,15 @@ class TransformerEncoderLayer(keras.layers.Layer):
                 "attention_dropout": self.attention_dropout,
                 "norm_position": self.norm_position,
                 "layer_norm_epsilon": self.layer_norm_epsilon,
+                "attention_bias": self.attention_bias,
             }
         )
         return config
+
+    @classmethod
+    def from_config(cls, config):
+        # Layers saved before `attention_bias` existed had the biases.
+        return super().from_config({"attention_bias": True, **config})
 
 
 def apply_keras_mask(inputs, padding_mask, mask):

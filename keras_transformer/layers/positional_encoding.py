@@ -12,6 +12,7 @@ from keras import ops
 from keras_transformer.layers.checks import (
     check_positive_int,
     check_positive_number,
+    check_sequence_shape,
 )
 
 
@@ -48,6 +49,7 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
         self.supports_masking = True
 
     def call(self, inputs, start_index=0):
+        check_sequence_shape(type(self).__name__, "inputs", inputs.shape)
         length = ops.shape(inputs)[1]
         d_model = inputs.shape[-1]
         encoding = sinusoidal_encoding(
@@ -56,6 +58,8 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
         return inputs + ops.cast(encoding, inputs.dtype)
 
     def compute_output_shape(self, input_shape):
+        check_sequence_shape(type(self).__name__, "inputs", input_shape)
+        _check_even(input_shape[-1])
         return input_shape
 
     def get_config(self):
@@ -70,11 +74,7 @@ def sinusoidal_encoding(length, d_model, start_index=0, max_wavelength=1e4):
     Returns:
         float32 tensor [length, d_model].
     """
-    if d_model % 2:
-        raise ValueError(
-            "The sinusoidal encoding interleaves sine and cosine pairs, so "
-            f"`d_model` must be even. Received: d_model={d_model}"
-        )
+    _check_even(d_model)
     positions = ops.cast(ops.arange(length) + start_index, "float32")
     # 1 / 10000^(2i / d_model) for i in [0, d_model / 2).
     inverse_frequencies = ops.exp(
@@ -85,6 +85,14 @@ def sinusoidal_encoding(length, d_model, start_index=0, max_wavelength=1e4):
     # Interleave: column 2i is the sine, column 2i + 1 the cosine.
     pairs = ops.stack([ops.sin(angles), ops.cos(angles)], axis=-1)
     return ops.reshape(pairs, (length, d_model))
+
+
+def _check_even(d_model):
+    if d_model % 2:
+        raise ValueError(
+            "The sinusoidal encoding interleaves sine and cosine pairs, so "
+            f"`d_model` must be even. Received: d_model={d_model}"
+        )
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -115,6 +123,7 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
         self.supports_masking = True  # As the sinusoid's.
 
     def build(self, inputs_shape):
+        check_sequence_shape(type(self).__name__, "inputs", inputs_shape)
         self.table = self.add_weight(
             name="table",
             shape=(self.max_length, inputs_shape[-1]),
@@ -123,6 +132,7 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, start_index=0):
+        check_sequence_shape(type(self).__name__, "inputs", inputs.shape)
         length = ops.shape(inputs)[1]
         end = start_index + length
         check = tf.debugging.assert_less_equal(
@@ -142,6 +152,7 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
         return inputs + ops.cast(encoding, inputs.dtype)
 
     def compute_output_shape(self, input_shape):
+        check_sequence_shape(type(self).__name__, "inputs", input_shape)
         return input_shape
 
     def get_config(self):

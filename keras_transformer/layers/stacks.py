@@ -31,6 +31,7 @@ class _Stack(keras.layers.Layer):
         attention_dropout=0.0,
         norm_position="post",
         layer_norm_epsilon=1e-6,
+        attention_bias=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -44,6 +45,7 @@ class _Stack(keras.layers.Layer):
             attention_dropout=attention_dropout,
             norm_position=norm_position,
             layer_norm_epsilon=layer_norm_epsilon,
+            attention_bias=attention_bias,
         )
         self.sublayers = [
             self.layer_class(
@@ -78,6 +80,11 @@ class _Stack(keras.layers.Layer):
         config.update({"num_layers": self.num_layers, **self.layer_arguments})
         return config
 
+    @classmethod
+    def from_config(cls, config):
+        # Stacks saved before `attention_bias` existed had the biases.
+        return super().from_config({"attention_bias": True, **config})
+
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class TransformerEncoder(_Stack):
@@ -86,7 +93,8 @@ class TransformerEncoder(_Stack):
     Args:
         num_layers: N.
         num_heads, d_ff, key_dim, value_dim, dropout, attention_dropout,
-        norm_position, layer_norm_epsilon: as in `TransformerEncoderLayer`.
+        norm_position, layer_norm_epsilon, attention_bias: as in
+        `TransformerEncoderLayer`.
         **kwargs: base layer keyword arguments.
 
     Call arguments:
@@ -169,7 +177,8 @@ class TransformerDecoder(_Stack):
     Args:
         num_layers: N.
         num_heads, d_ff, key_dim, value_dim, dropout, attention_dropout,
-        norm_position, layer_norm_epsilon: as in `TransformerDecoderLayer`.
+        norm_position, layer_norm_epsilon, attention_bias: as in
+        `TransformerDecoderLayer`.
         **kwargs: base layer keyword arguments.
 
     Call arguments:

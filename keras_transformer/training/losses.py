@@ -22,11 +22,17 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     replica returns `its sum / global tokens`; the replicas' gradients are
     summed, and the update is exactly that of the global batch on one
     device, however unevenly the tokens fall on the replicas. (Keras' own
-    "mean" reductions would average per-replica means instead.)
+    "mean" reductions would average per-replica means instead.) The loss
+    that Keras's `fit` then logs for a model of your own is the replicas'
+    values weighted by their sentence counts, not the global mean, when a
+    batch splits unevenly; `model.Transformer` logs the global mean.
 
     Args:
         label_smoothing: eps_ls (0.1 in the paper).
         pad_id: label id that is ignored.
+        reduction: "mean_with_sample_weight" (the default): the weighted
+            mean over real tokens described above, or "none" (or None):
+            the weighted per-token losses [B, T], 0 at padding.
         name: loss name.
 
     Call arguments:
@@ -41,18 +47,30 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
 
     Returns:
         The mean smoothed cross-entropy per real target token (a scalar),
-        weighted by `sample_weight` when given.
+        weighted by `sample_weight` when given; with `reduction="none"`
+        each token's loss times its weight, [B, T].
+
+    Raises:
+        ValueError: for any other `reduction` (e.g. "sum" or Keras's default
+            "sum_over_batch_size", which would count padding).
     """
 
     def __init__(
         self,
         label_smoothing=0.1,
         pad_id=tokens.PAD_ID,
+        reduction="mean_with_sample_weight",
         name="label_smoothed_cross_entropy",
         **kwargs,
     ):
-        kwargs.pop("reduction", None)
-        super().__init__(name=name, reduction="sum", **kwargs)
+        if reduction not in _REDUCTIONS:
+            raise ValueError(
+                '`reduction` must be "mean_with_sample_weight" (the default: '
+                'the mean over real tokens) or "none" (the per-token losses '
+                "[B, T], to reduce as you like). "
+                f"Received: reduction={reduction!r}"
+            )
+        super().__init__(name=name, reduction=reduction, **kwargs)
         if not 0.0 <= label_smoothing < 1.0:
             raise ValueError(
                 "`label_smoothing` must be in [0, 1). "
@@ -74,6 +92,8 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         logits = ops.cast(y_pred, "float32")
         per_token = smoothed_token_losses(labels, logits, self.label_smoothing)
         weights = token_weights(labels, self.pad_id, sample_weight, mask)
+        if self.reduction in ("none", None):
+            return per_token * weights  # [B, T]
         total = ops.sum(per_token * weights)
         num_tokens = ops.sum(weights)
         replica_context = tf.distribute.get_replica_context()
@@ -86,7 +106,11 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
             "name": self.name,
             "label_smoothing": self.label_smoothing,
             "pad_id": self.pad_id,
+            "reduction": self.reduction,
         }
+
+
+_REDUCTIONS = ("mean_with_sample_weight", "none", None)
 
 
 def token_labels(y_true, y_pred):

@@ -11,9 +11,12 @@ from tests.test_case import TestCase
 
 
 def numpy_multi_head_attention(layer, query, memory, mask=None):
-    """Eq. 1 and the multi-head formula of section 3.2.2, in NumPy."""
+    """Eq. 1 and the multi-head formula of section 3.2.2, in NumPy (with
+    the layer's biases, if any)."""
     n, dk, dv = layer.num_heads, layer.key_dim, layer.value_dim
     w = {v.path.split("/")[-1]: v.numpy() for v in layer.weights}
+    for name in ("query", "key", "value", "output"):
+        w.setdefault(f"{name}_bias", 0.0)
     q = query @ w["query_kernel"] + w["query_bias"]
     k = memory @ w["key_kernel"] + w["key_bias"]
     v = memory @ w["value_kernel"] + w["value_bias"]
@@ -41,8 +44,11 @@ class MultiHeadAttentionTest(TestCase):
         args.update(kwargs)
         return layers.MultiHeadAttention(**args)
 
-    def test_matches_numpy_reference_with_independent_key_and_value_dims(self):
-        layer = self.make_layer()
+    @parameterized.parameters(True, False)
+    def test_matches_numpy_reference_with_independent_key_and_value_dims(
+        self, use_bias
+    ):
+        layer = self.make_layer(use_bias=use_bias)
         rng = np.random.default_rng(0)
         query = rng.normal(size=(2, 5, 12)).astype("float32")
         memory = rng.normal(size=(2, 7, 12)).astype("float32")
@@ -51,6 +57,12 @@ class MultiHeadAttentionTest(TestCase):
         self.assertAllClose(
             outputs, numpy_multi_head_attention(layer, query, memory), atol=1e-4
         )
+        # The paper's projections (section 3.2.2): kernels only.
+        names = [v.path.split("/")[-1] for v in layer.weights]
+        kernels = ["query_kernel", "key_kernel", "value_kernel", "output_kernel"]
+        biases = [name.replace("kernel", "bias") for name in kernels]
+        self.assertEqual(sorted(names), sorted(kernels + biases * use_bias))
+        self.assertEqual(layer.key_bias is None, not use_bias)
 
     def test_self_attention_with_padding_mask_matches_reference(self):
         layer = self.make_layer()
@@ -286,10 +298,13 @@ class MultiHeadAttentionTest(TestCase):
         self.assertEqual(outputs.dtype, "float16")
         self.assertNotAllClose(outputs, layer(x))  # dropped some weights
 
-    def test_decoding_weights_give_the_same_steps(self):
+    @parameterized.parameters(True, False)
+    def test_decoding_weights_give_the_same_steps(self, use_bias):
         # 4 heads x 128 = 512 floats per kernel row: padded (see
         # `layers.aliasing_padding`); values of 128 and an output of 256.
-        layer = self.make_layer(key_dim=128, value_dim=128, output_dim=256)
+        layer = self.make_layer(
+            key_dim=128, value_dim=128, output_dim=256, use_bias=use_bias
+        )
         rng = np.random.default_rng(7)
         x = rng.normal(size=(2, 3, 512)).astype("float32")
         memory = rng.normal(size=(2, 5, 512)).astype("float32")
@@ -297,6 +312,7 @@ class MultiHeadAttentionTest(TestCase):
         weights = layer.decoding_weights()
         self.assertEqual(weights["inputs"][0].shape, (512, 3 * 512 + 16))
         self.assertEqual(weights["output"][0].shape, (512, 256))
+        self.assertEqual(weights["inputs"][1] is None, not use_bias)
         cache = ours = layer.initial_cache(2)
         for t in range(3):
             step = x[:, t : t + 1]
@@ -326,6 +342,42 @@ class MultiHeadAttentionTest(TestCase):
         for name in ("value_dim", "output_dim"):
             with self.assertRaisesRegex(ValueError, f"Received: {name}=0"):
                 layers.MultiHeadAttention(num_heads=2, key_dim=4, **{name: 0})
+
+    def test_mismatched_masks_and_widths_are_named(self):
+        # Each used to fail inside a TensorFlow kernel (SelectV2, MatMul).
+        layer = layers.MultiHeadAttention(num_heads=2, key_dim=4)
+        x = np.ones((2, 5, 8), "float32")
+        layer(x)
+        for mask, message in (
+            (np.ones((2, 6), bool), r"Axis -1 of `query._keras_mask`"),
+            (np.ones((3, 5), bool), r"Axis 0 of `query._keras_mask`"),
+        ):
+            query = tf.identity(x)
+            query._keras_mask = tf.constant(mask)  # As `mask_zero` sets it.
+            with self.assertRaisesRegex(ValueError, message + r".*\(2, 5, 8\)"):
+                layer(query)
+        memory = tf.ones((2, 4, 8))
+        memory._keras_mask = tf.ones((2, 3), bool)
+        with self.assertRaisesRegex(
+            ValueError, r"Axis -1 of `memory._keras_mask` must match axis 1 of"
+        ):
+            layer(x, memory=memory)
+        for shape, axis in (((2, 6, 5), -2), ((3, 1, 5), 0), ((2, 5), -2)):
+            with self.assertRaisesRegex(
+                ValueError,
+                rf"Axis {axis} of `attention_mask`.*Received: attention_mask "
+                rf"of shape \({shape[0]}, ",
+            ):
+                layer(x, attention_mask=np.ones(shape, bool))
+        with self.assertRaisesRegex(
+            ValueError, r"built for `query` of width 8.*shape \(2, 5, 6\)"
+        ):
+            layer(np.ones((2, 5, 6), "float32"))
+        with self.assertRaisesRegex(ValueError, r"built for `memory` of width 8"):
+            layer(x, memory=np.ones((2, 4, 6), "float32"))
+        # Masks that broadcast still pass.
+        layer(x, attention_mask=np.ones((1, 1, 5), bool))
+        layer(x, attention_mask=np.ones((5, 5), bool))
 
     def test_config_round_trip(self):
         self.assert_serialization_round_trip(self.make_layer(dropout=0.1))

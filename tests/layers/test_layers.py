@@ -1,5 +1,6 @@
 """Feed-forward, residual, embedding, encoder/decoder layers and stacks."""
 
+import os
 import re
 import warnings
 
@@ -209,16 +210,68 @@ class ScaledEmbeddingTest(TestCase):
         plain = layers.ScaledEmbedding(10, 8)(ids)
         self.assertIsNone(getattr(plain, "_keras_mask", None))
 
-    def test_mask_zero_with_float_ids_is_an_error(self):
-        # The mask is told from the ids by their integer dtype; float ids
-        # (keras.Input's default dtype) would silently lose it.
+    def test_float_ids_are_cast_and_masked_as_by_keras_embedding(self):
+        # As `keras.layers.Embedding`: Keras rebuilds a loaded subclassed
+        # model by calling it on float placeholders.
         embedding = layers.ScaledEmbedding(10, 8, mask_zero=True)
-        with self.assertRaisesRegex(TypeError, 'integer token ids.*dtype="int32"'):
-            embedding(keras.Input((None,)))
-        with self.assertRaisesRegex(TypeError, "integer token ids"):
-            embedding(np.array([[1.0, 0.0]], "float32"))
+        ids = np.array([[5, 6, 0], [4, 0, 0]], "int32")
+        expected = embedding(ids)
+        embedded = embedding(ids.astype("float32"))
+        self.assertAllEqual(embedded, expected)
+        self.assertAllEqual(embedded._keras_mask, ids != 0)
+        symbolic = embedding(keras.Input((None,)))
+        self.assertEqual(symbolic.shape, (None, None, 8))
+        self.assertIsNotNone(getattr(symbolic, "_keras_mask", None))
+
+    def test_ids_that_would_lose_the_mask_or_fail_later_are_named(self):
+        embedding = layers.ScaledEmbedding(10, 8, mask_zero=True)
+        with self.assertRaisesRegex(TypeError, "tokenize the strings"):
+            embedding(tf.constant([["a", "b"]]))
+        # Float ids of rank 3 would be read as hidden states by compute_mask.
+        with self.assertRaisesRegex(TypeError, "pass integer token ids"):
+            embedding(np.ones((2, 3, 4), "float32"))
+        with self.assertRaisesRegex(ValueError, r"shape \(2, 8\)"):
+            embedding(np.ones((2, 8), "float32"), reverse=True)
+        with self.assertRaisesRegex(ValueError, "last axis is d_model=8"):
+            layers.ScaledEmbedding(10, 8)(np.ones((2, 3, 6), "float32"), reverse=True)
         with self.assertRaisesRegex(TypeError, "mask_zero=1"):
             layers.ScaledEmbedding(10, 8, mask_zero=1)
+
+    def test_subclassed_model_with_mask_zero_reloads_its_weights(self):
+        model = SubclassedEncoder()
+        model.compile(
+            optimizer="adam",
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        )
+        ids = np.array([[5, 6, 7, 0], [1, 2, 3, 4]], "int32")
+        model.fit(ids, ids, verbose=0)
+        path = os.path.join(self.get_temp_dir(), "subclassed.keras")
+        model.save(path)
+        with warnings.catch_warnings():
+            # "cannot be built automatically" came before the weights were
+            # silently left at their initial values.
+            warnings.simplefilter("error")
+            revived = keras.models.load_model(path)
+        self.assertAllEqual(
+            revived.predict(ids, verbose=0), model.predict(ids, verbose=0)
+        )
+        self.assertEqual(len(revived.weights), len(model.weights))
+        for revived_weight, weight in zip(revived.weights, model.weights):
+            self.assertAllEqual(revived_weight, weight)
+
+
+@keras.saving.register_keras_serializable(package="keras_transformer_tests")
+class SubclassedEncoder(keras.Model):
+    """A user's subclassed model (built by Keras on float placeholders)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.embedding = layers.ScaledEmbedding(50, 16, mask_zero=True)
+        self.encoder = layers.TransformerEncoder(1, 2, 32)
+        self.logits = keras.layers.Dense(50)
+
+    def call(self, ids):
+        return self.logits(self.encoder(self.embedding(ids)))
 
 
 class StackTest(TestCase):
@@ -234,9 +287,59 @@ class StackTest(TestCase):
             layers.TransformerEncoderLayer,
             layers.TransformerDecoderLayer,
         ):
-            self.assert_serialization_round_trip(
-                cls(num_heads=2, d_ff=8, key_dim=3, value_dim=5, dropout=0.2)
-            )
+            for attention_bias in (False, True):
+                revived = self.assert_serialization_round_trip(
+                    cls(
+                        num_heads=2,
+                        d_ff=8,
+                        key_dim=3,
+                        value_dim=5,
+                        dropout=0.2,
+                        attention_bias=attention_bias,
+                    )
+                )
+                self.assertIs(revived.attention_bias, attention_bias)
+
+    def attention_biases(self, layer):
+        """The bias names of `layer`'s attention sublayers."""
+        return sorted(
+            v.path.split("/")[-1]
+            for v in layer.weights
+            if "attention/" in v.path and v.path.endswith("_bias")
+        )
+
+    def test_attention_bias_switches_every_attention_projection_bias(self):
+        x = np.ones((2, 3, 8), "float32")
+        biases = ["key_bias", "output_bias", "query_bias", "value_bias"]
+        two_layers, with_memory = dict(num_layers=2), {"memory": x}
+        for cls, stack, memory, attentions in (
+            (layers.TransformerEncoderLayer, {}, {}, 1),
+            (layers.TransformerDecoderLayer, {}, with_memory, 2),  # self, cross
+            (layers.TransformerEncoder, two_layers, {}, 2),
+            (layers.TransformerDecoder, two_layers, with_memory, 4),
+        ):
+            # The paper's (section 3.2.2) by default: none.
+            layer = cls(num_heads=2, d_ff=8, **stack)
+            layer(x, **memory)
+            self.assertIs(layer.get_config()["attention_bias"], False)
+            self.assertEqual(self.attention_biases(layer), [])
+            layer = cls(num_heads=2, d_ff=8, attention_bias=True, **stack)
+            layer(x, **memory)
+            self.assertEqual(self.attention_biases(layer), sorted(biases * attentions))
+
+    def test_configs_saved_without_attention_bias_had_the_biases(self):
+        for layer in (
+            layers.TransformerEncoderLayer(num_heads=2, d_ff=8),
+            layers.TransformerDecoderLayer(num_heads=2, d_ff=8),
+            layers.TransformerEncoder(num_layers=1, num_heads=2, d_ff=8),
+            layers.TransformerDecoder(num_layers=1, num_heads=2, d_ff=8),
+        ):
+            config = keras.saving.serialize_keras_object(layer)
+            del config["config"]["attention_bias"]  # as before the switch
+            revived = keras.saving.deserialize_keras_object(config)
+            self.assertIs(revived.get_config()["attention_bias"], True)
+            for sublayer in getattr(revived, "sublayers", [revived]):
+                self.assertIs(sublayer.attention_bias, True)
 
     def test_bad_num_layers(self):
         with self.assertRaisesRegex(ValueError, "num_layers=0"):
@@ -271,6 +374,8 @@ class StackTest(TestCase):
             (dict(dropout=-0.1), "Received: dropout=-0.1"),
             (dict(attention_dropout=1.5), "Received: attention_dropout=1.5"),
             (dict(layer_norm_epsilon=0.0), "Received: layer_norm_epsilon=0.0"),
+            (dict(attention_bias=1), "True or False. Received: attention_bias=1"),
+            (dict(attention_bias="no"), "Received: attention_bias='no'"),
         ):
             arguments = {"num_heads": 2, "d_ff": 8, **kwargs}
             with self.assertRaisesRegex(ValueError, message):

@@ -1,6 +1,7 @@
 import math
 import re
 
+import keras
 import numpy as np
 
 from keras_transformer import layers
@@ -33,6 +34,21 @@ class SinusoidalPositionalEncodingTest(TestCase):
     def test_odd_width_is_rejected(self):
         with self.assertRaisesRegex(ValueError, "d_model=7"):
             layers.sinusoidal_encoding(4, 7)
+
+    def test_inputs_of_another_rank_are_named(self):
+        # [B, D] used to fail in AddV2, a symbolic odd width not at all.
+        for layer in (
+            layers.SinusoidalPositionalEncoding(),
+            layers.LearnedPositionalEmbedding(max_length=8),
+        ):
+            with self.assertRaisesRegex(
+                ValueError,
+                rf"{type(layer).__name__} takes `inputs` of shape "
+                r"\[batch, length, width\].*Received: inputs of shape \(2, 8\)",
+            ):
+                layer(np.zeros((2, 8), "float32"))
+        with self.assertRaisesRegex(ValueError, "d_model=7"):
+            layers.SinusoidalPositionalEncoding()(keras.Input((None, 7)))
 
     def test_bad_max_wavelength_is_a_value_error_naming_it(self):
         # Not a TypeError from a comparison, nor a table of NaNs.

@@ -10,12 +10,16 @@ from keras_transformer.training import (
 from tests.test_case import TestCase, eight_replica_strategy
 
 
-def reference_loss(labels, logits, eps, pad_id=0, token_weights=1.0):
+def reference_token_losses(labels, logits, eps):
     vocab = logits.shape[-1]
     logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
     target = np.full(logits.shape, eps / vocab)
     np.put_along_axis(target, labels[..., None], 1 - eps + eps / vocab, -1)
-    per_token = -(target * logp).sum(-1)
+    return -(target * logp).sum(-1)
+
+
+def reference_loss(labels, logits, eps, pad_id=0, token_weights=1.0):
+    per_token = reference_token_losses(labels, logits, eps)
     weights = (labels != pad_id) * token_weights
     return (per_token * weights).sum() / weights.sum()
 
@@ -194,11 +198,46 @@ class LabelSmoothedCrossEntropyTest(TestCase):
             LabelSmoothedCrossEntropy(1.0)
 
     def test_config_round_trip(self):
-        loss = LabelSmoothedCrossEntropy(0.2)
-        self.assertEqual(
-            LabelSmoothedCrossEntropy.from_config(loss.get_config()).get_config(),
-            loss.get_config(),
-        )
+        for loss in (
+            LabelSmoothedCrossEntropy(0.2),
+            LabelSmoothedCrossEntropy(0.2, reduction="none"),
+        ):
+            self.assertEqual(
+                LabelSmoothedCrossEntropy.from_config(loss.get_config()).get_config(),
+                loss.get_config(),
+            )
+
+    def test_reduction_none_gives_the_weighted_per_token_losses(self):
+        # `reduction` used to be dropped: "none" returned the mean, and
+        # `loss.reduction` said "sum".
+        mean = LabelSmoothedCrossEntropy(0.1)
+        self.assertEqual(mean.reduction, "mean_with_sample_weight")
+        weights = np.random.default_rng(1).uniform(size=(3, 5)).astype("float32")
+        for reduction in ("none", None):
+            loss = LabelSmoothedCrossEntropy(0.1, reduction=reduction)
+            self.assertEqual(loss.get_config()["reduction"], reduction)
+            per_token = loss(self.labels, self.logits, sample_weight=weights)
+            token_weights = (self.labels != 0) * weights
+            self.assertAllClose(
+                per_token,
+                reference_token_losses(self.labels, self.logits, 0.1) * token_weights,
+                rtol=1e-5,
+            )
+            # Their weighted mean is the default reduction's value.
+            self.assertAllClose(
+                np.sum(per_token) / token_weights.sum(),
+                mean(self.labels, self.logits, sample_weight=weights),
+                rtol=1e-5,
+            )
+
+    def test_other_reductions_are_refused(self):
+        # Keras's "sum_over_batch_size" would divide by padding too.
+        for reduction in ("sum", "sum_over_batch_size", "mean"):
+            with self.assertRaisesRegex(
+                ValueError,
+                f'"none" .*Received: reduction={reduction!r}',
+            ):
+                LabelSmoothedCrossEntropy(0.1, reduction=reduction)
 
 
 class MetricsTest(TestCase):
