@@ -1,7 +1,9 @@
 r"""Averages the last N checkpoints of a run (paper, section 6.1).
 
-  python -m keras_transformer.average_checkpoints --model_dir=runs/base \
-      --num_checkpoints=5
+  python -m keras_transformer.average_checkpoints --model_dir=runs/base
+
+averages every checkpoint the run kept: train.py keeps the paper's count,
+the last 5, or 20 for --preset=big (`--num_checkpoints` chooses fewer).
 
 Writes `<model_dir>/averaged.keras` (or `--output`), which export
 (`--checkpoint`) and evaluation accept like any `.keras` model.
@@ -22,8 +24,10 @@ def define_flags(flag_values=FLAGS):
     flags.DEFINE_string("model_dir", None, "Training directory.", **fv)
     flags.DEFINE_integer(
         "num_checkpoints",
-        5,
-        "How many of the newest checkpoints (paper: 5 base, 20 big).",
+        None,
+        "How many of the newest checkpoints (paper: 5 base, 20 big). "
+        "Default: all the run kept (train.py keeps the paper's count for "
+        "its preset, see --keep_checkpoints).",
         lower_bound=1,
         **fv,
     )

@@ -198,7 +198,7 @@ def main(argv, flag_values=FLAGS):
         train.py), or if the export translates otherwise than Python.
     """
     from keras_transformer.data import pipeline
-    from keras_transformer.training import trainer
+    from keras_transformer.training import preemption, trainer
 
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
@@ -212,7 +212,7 @@ def main(argv, flag_values=FLAGS):
             flag_values.warmup_steps,
             flag_values.seed,
         )
-    except (*trainer.USER_ERRORS, OSError) as error:
+    except (*trainer.USER_ERRORS, OSError, preemption.TrainingPreempted) as error:
         # As train.py: one line, no TensorFlow traceback (OSError: an export
         # directory that cannot be written).
         return fail("demo", error)

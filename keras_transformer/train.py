@@ -4,24 +4,29 @@ r"""Trains a Transformer: absl flags -> `trainer.run_training`.
       --src_lang=en --tgt_lang=de --model_dir=runs/base \
       --strategy=mirrored --num_gpus=8
 
-Rerun the same command after a crash to resume. `--helpfull` lists every
-flag. Any field of the model config can be overridden with `--override`,
-e.g. `--override=dropout=0.3,num_layers=4`.
+Rerun the same command after a crash to resume. On SIGTERM (a preempted VM
+or pod), training stops after the step under way, saves its backup there
+and exits with status 143: the rerun resumes from that step. `--helpfull`
+lists every flag. Any field of the model config can be overridden with
+`--override`, e.g. `--override=dropout=0.3,num_layers=4`.
 """
 
 import dataclasses
 import math
+import sys
 
 from absl import app, flags
 
 from keras_transformer.commands import fail
 from keras_transformer.config import PRESETS, TransformerConfig
-from keras_transformer.training import distribution, run_checks, trainer
+from keras_transformer.training import distribution, preemption, run_checks, trainer
 
 FLAGS = flags.FLAGS
 
 # Set by the shared vocabulary (--vocab_size), not by --override.
 VOCABULARY_FIELDS = ("vocab_size", "source_vocab_size")
+# The spellings of a bool field's --override value, as absl's boolean flags.
+_BOOLS = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
 
 
 def define_flags(flag_values=FLAGS):
@@ -252,15 +257,12 @@ def parse_overrides(items: list[str]) -> dict:
         default = getattr(TransformerConfig.preset("tiny"), name)
         kind = type(default) if default is not None else int
         try:
-            overrides[name] = (
-                kind(text)
-                if kind is not bool
-                else (text.lower() in ("1", "true", "yes"))
-            )
-        except ValueError:
+            overrides[name] = _BOOLS[text.lower()] if kind is bool else kind(text)
+        except (KeyError, ValueError):
             raise ValueError(
-                f"--override {name} needs a {kind.__name__} value. "
-                f"Received: override={item!r}"
+                f"--override {name} needs a {kind.__name__} value"
+                + (" (true or false)" if kind is bool else "")
+                + f". Received: override={item!r}"
             ) from None
     return overrides
 
@@ -297,7 +299,9 @@ def main(argv, flag_values=FLAGS):
         flag_values: the parsed flags.
 
     Returns:
-        0 after training; 1 after a user error, printed as one line.
+        0 after training; 1 after a user error, printed as one line; 143
+        (128 + 15) when SIGTERM stopped training, with the backup saved at
+        the step it stopped (the line says so).
 
     Raises:
         app.UsageError: for arguments that are not flags.
@@ -339,6 +343,9 @@ def main(argv, flag_values=FLAGS):
     except trainer.USER_ERRORS as error:
         # User errors: one line, no TensorFlow traceback.
         return fail("train.py", error)
+    except preemption.TrainingPreempted as stopped:
+        print(f"train.py: {stopped}", file=sys.stderr)
+        return stopped.exit_status
     print(f"Training data: {result.data_stats.describe()}")
     print(f"Trained to step {result.step}: {result.model_path}")
     if result.dev_bleu is not None:

@@ -120,6 +120,16 @@ class TrainFlagsTest(TestCase):
             train.parse_overrides(["colour=red"])
         with self.assertRaisesRegex(ValueError, "needs a int value"):
             train.parse_overrides(["num_layers=many"])
+        # A bool field takes absl's spellings; a typo is not False.
+        for text, value in (("true", True), ("T", True), ("0", False)):
+            self.assertEqual(
+                train.parse_overrides([f"attention_bias={text}"]),
+                {"attention_bias": value},
+            )
+        with self.assertRaisesRegex(
+            ValueError, r"needs a bool value \(true or false\).*attention_bias=ture"
+        ):
+            train.parse_overrides(["attention_bias=ture"])
         # One shared vocabulary: its size is --vocab_size's.
         for item in ("vocab_size=400", "source_vocab_size=400"):
             with self.assertRaisesRegex(

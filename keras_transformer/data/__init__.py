@@ -8,8 +8,10 @@ from keras_transformer.data.batching import (
 )
 from keras_transformer.data.pipeline import (
     DataStats,
+    TrainingBatches,
     filter_by_length,
     load_or_train_tokenizer,
+    load_training_batches,
     make_eval_dataset,
     make_training_dataset,
     tokenize_pairs,
@@ -46,6 +48,8 @@ __all__ = [
     "load_pairs",
     "load_split",
     "load_tfds_split",
+    "TrainingBatches",
+    "load_training_batches",
     "make_eval_dataset",
     "make_training_dataset",
     "padding_efficiency",

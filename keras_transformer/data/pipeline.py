@@ -137,7 +137,52 @@ def filter_by_length(
     return tf.gather(source_ids, keep), tf.gather(target_ids, keep), stats
 
 
-def make_training_dataset(
+@dataclasses.dataclass(frozen=True)
+class TrainingBatches:
+    """A split held in memory and how training batches it: the dataset of
+    the batches from any step on (see `load_training_batches`).
+
+    Attributes:
+        examples: the kept pairs, as token ids.
+        stats: the `DataStats` of the split.
+    """
+
+    examples: batching.PairsInMemory
+    stats: DataStats
+    batch_tokens: int
+    batch_kwargs: dict
+    repeat: bool
+    strategy: tf.distribute.Strategy | None
+    batches_per_step: int
+
+    def dataset(self, start_step: int = 0):
+        """The batches of the steps from `start_step` on (a resumed run
+        skips those of the steps before it, see `batching.token_batches`):
+        grouped by `batching.group_batches` when `batches_per_step` > 1,
+        and distributed (per-replica batches, one disjoint shard per input
+        pipeline) with a `strategy`."""
+        if self.strategy is not None:
+            dataset_fn = batching.distributed_dataset_fn(
+                self.examples,
+                self.batch_tokens,
+                start_step=start_step,
+                num_examples=self.stats.num_examples,
+                repeat=self.repeat,
+                batches_per_step=self.batches_per_step,
+                **self.batch_kwargs,
+            )
+            return self.strategy.distribute_datasets_from_function(dataset_fn)
+        dataset = batching.token_batches(
+            self.examples,
+            self.batch_tokens,
+            repeat=self.repeat,
+            skip=start_step * self.batches_per_step,
+            **self.batch_kwargs,
+        )
+        return batching.group_batches(dataset, self.batches_per_step)
+
+
+def load_training_batches(
     spec: sources.DataSpec | str,
     tokenizer: tokenizer_lib.SubwordTokenizer,
     *,
@@ -151,15 +196,15 @@ def make_training_dataset(
     seed: int | None = None,
     deterministic: bool = False,
     repeat: bool = False,
-    start_step: int = 0,
     strategy: tf.distribute.Strategy | None = None,
     measure_padding: bool = True,
     batches_per_step: int = 1,
-) -> tuple[tf.data.Dataset, DataStats]:
-    """Loads, tokenizes, filters (counted) and batches one split.
+) -> TrainingBatches:
+    """Loads, tokenizes and filters (counted) one split, to be batched.
 
     The tokenized split is held in memory (int32 ids), which makes the
-    filter counts exact and each epoch cheap.
+    filter counts exact and each epoch cheap; `TrainingBatches.dataset`
+    then batches it from any step on.
 
     Args:
         spec: a `DataSpec` or `--data` string (see `sources.SPEC_FORMS`).
@@ -175,20 +220,16 @@ def make_training_dataset(
         seed: shuffle seed.
         deterministic: the same batches on every run.
         repeat: repeat forever (for `fit` with `steps_per_epoch`).
-        start_step: the step a resumed run starts at: the batches of the
-            steps before it are skipped (see `batching.token_batches`).
-        strategy: if given, returns its distributed dataset: per-replica
-            batches, one disjoint shard per input pipeline.
+        strategy: if given, the datasets are its distributed datasets:
+            per-replica batches, one disjoint shard per input pipeline.
         measure_padding: iterate one epoch to fill `num_batches` and
             `padding_efficiency` of the stats.
         batches_per_step: batches per training step (per replica with
             `strategy`), grouped by `batching.group_batches` when above 1
-            (gradient accumulation); `start_step` counts steps.
+            (gradient accumulation); start steps count steps.
 
     Returns:
-        `(dataset, stats)`: batches as `batching.token_batches` makes them
-            (grouped by `batching.group_batches` for `batches_per_step` > 1),
-        and the `DataStats` of the split (also logged).
+        The split's `TrainingBatches` (its stats are also logged).
 
     Raises:
         ValueError: if no pair survives the filters, plus the errors of
@@ -225,25 +266,37 @@ def make_training_dataset(
             padding_efficiency=batching.padding_efficiency(epoch),
         )
     logging.info("Data %s/%s: %s", spec, split, stats)
-    if strategy is not None:
-        dataset_fn = batching.distributed_dataset_fn(
-            examples,
-            batch_tokens,
-            start_step=start_step,
-            num_examples=stats.num_examples,
-            repeat=repeat,
-            batches_per_step=batches_per_step,
-            **batch_kwargs,
-        )
-        return strategy.distribute_datasets_from_function(dataset_fn), stats
-    dataset = batching.token_batches(
-        examples,
-        batch_tokens,
+    return TrainingBatches(
+        examples=examples,
+        stats=stats,
+        batch_tokens=batch_tokens,
+        batch_kwargs=batch_kwargs,
         repeat=repeat,
-        skip=start_step * batches_per_step,
-        **batch_kwargs,
+        strategy=strategy,
+        batches_per_step=batches_per_step,
     )
-    return batching.group_batches(dataset, batches_per_step), stats
+
+
+def make_training_dataset(
+    spec: sources.DataSpec | str,
+    tokenizer: tokenizer_lib.SubwordTokenizer,
+    *,
+    start_step: int = 0,
+    **kwargs,
+) -> tuple[tf.data.Dataset, DataStats]:
+    """Loads, tokenizes, filters (counted) and batches one split.
+
+    Args:
+        spec, tokenizer, kwargs: as for `load_training_batches`.
+        start_step: the step a resumed run starts at: the batches of the
+            steps before it are skipped (see `batching.token_batches`).
+
+    Returns:
+        `(dataset, stats)`: `TrainingBatches.dataset(start_step)` and the
+        `DataStats` of the split.
+    """
+    batches = load_training_batches(spec, tokenizer, **kwargs)
+    return batches.dataset(start_step), batches.stats
 
 
 def make_eval_dataset(

@@ -48,13 +48,15 @@ def average_models(paths: list[str]) -> Transformer:
     return model
 
 
-def last_checkpoints(model_dir: str, num_checkpoints: int) -> list[str]:
+def last_checkpoints(model_dir: str, num_checkpoints: int | None = None) -> list[str]:
     """The newest `num_checkpoints` `ckpt-<step>.keras` files of a run.
 
     Args:
         model_dir: the training directory (checkpoints are in its
             `checkpoints/` subdirectory).
-        num_checkpoints: how many (paper: 5 for base, 20 for big).
+        num_checkpoints: how many (paper: 5 for base, 20 for big); by
+            default all the run kept (`train.py` keeps the paper's count
+            for its preset).
 
     Returns:
         Their paths, oldest first.
@@ -62,7 +64,7 @@ def last_checkpoints(model_dir: str, num_checkpoints: int) -> list[str]:
     Raises:
         ValueError: if `num_checkpoints` < 1 or the run kept fewer.
     """
-    if num_checkpoints < 1:
+    if num_checkpoints is not None and num_checkpoints < 1:
         raise ValueError(
             "`num_checkpoints` must be at least 1. "
             f"Received: num_checkpoints={num_checkpoints}"
@@ -75,6 +77,8 @@ def last_checkpoints(model_dir: str, num_checkpoints: int) -> list[str]:
             "files): pass the directory of a training run as model_dir. "
             f"Received: model_dir={model_dir}"
         )
+    if num_checkpoints is None:
+        num_checkpoints = len(found)
     if len(found) < num_checkpoints:
         raise ValueError(
             f"The run kept {len(found)} checkpoints, fewer than asked; train "

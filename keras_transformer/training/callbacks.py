@@ -98,7 +98,8 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
     so that it skips the batches already trained on.
 
     Only the end of a whole epoch whose loss and weights stayed finite
-    becomes the resume point: after a NaN stop (mid-epoch, or at its end)
+    becomes the resume point (or, through `save_now`, the step where a
+    signal stopped the run): after a NaN stop (mid-epoch, or at its end)
     the backup keeps the last good epoch, which a rerun then resumes from.
     Put this callback after those that write an epoch's other outputs
     (checkpoint, BLEU, logs): a process killed before the backup then
@@ -170,8 +171,13 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
     def on_epoch_end(self, epoch, logs=None):
         step = current_step(self.model)
         if step % self.steps_per_epoch == 0 and finite_interval(self.model, logs):
-            self._save_model()
-            self.saved_step = step
+            self.save_now()
+
+    def save_now(self):
+        """Saves the backup at the current step: the resume point of a rerun
+        (mid-epoch for a preempted run, see `preemption.SaveOnPreemption`)."""
+        self._save_model()
+        self.saved_step = current_step(self.model)
 
     def _save_model(self):
         tf.io.gfile.makedirs(self.backup_dir)
@@ -232,17 +238,23 @@ class KeepLastCheckpoints(keras.callbacks.Callback):
     Args:
         checkpoint_dir: directory of the checkpoints.
         keep: how many of the newest checkpoints to keep (>= 1).
+        every_steps: if given, save only at steps that are multiples of it:
+            an epoch cut short by a signal (`preemption.SaveOnPreemption`)
+            then leaves no checkpoint between the evenly spaced ones.
     """
 
-    def __init__(self, checkpoint_dir: str, keep: int):
+    def __init__(self, checkpoint_dir: str, keep: int, every_steps: int | None = None):
         super().__init__()
         if keep < 1:
             raise ValueError(f"`keep` must be at least 1. Received: keep={keep}")
         self.checkpoint_dir = checkpoint_dir
         self.keep = keep
+        self.every_steps = every_steps
 
     def on_epoch_end(self, epoch, logs=None):
         if not finite_interval(self.model, logs):
+            return
+        if self.every_steps and current_step(self.model) % self.every_steps:
             return
         tf.io.gfile.makedirs(self.checkpoint_dir)
         step = current_step(self.model)
@@ -328,7 +340,8 @@ class BleuEvaluator(keras.callbacks.Callback):
         references: their reference translations.
         target_lang: target language (for the tokenized BLEU).
         every_steps: evaluate when the step is a multiple of this (checked
-            at epoch ends), and at the end of training.
+            at epoch ends; not when `fit` was stopped early), and at the
+            end of training.
         final_step: the last step of the run (always evaluated, also by a
             rerun of a finished run, which trains no epoch).
     """
@@ -367,6 +380,10 @@ class BleuEvaluator(keras.callbacks.Callback):
         step = current_step(self.model)
         due = step % self.every_steps == 0 or step >= self.final_step
         if not due or step == self._last_evaluated:
+            return
+        if self.model.stop_training and step < self.final_step:
+            # A stopped run (a signal, a NaN) saves first: translating can
+            # outlast a preemption's grace period.
             return
         if not finite_interval(self.model, logs):
             return

@@ -371,3 +371,26 @@ def values_of_workers(
     rows = strategy.gather(per_replica, axis=0).numpy()
     # Replicas are numbered worker by worker; a worker's rows are alike.
     return rows.reshape(workers, -1, len(values))[:, 0]
+
+
+def sum_over_workers(strategy: tf.distribute.Strategy):
+    """A function of one integer that returns its sum over the workers.
+
+    A collective, as `values_of_workers`, but compiled once: each call then
+    costs one small all-reduce (about a millisecond between two processes
+    of one machine, where the eager gather of `values_of_workers` takes
+    ~50 ms), cheap enough to run at every training step.
+    """
+
+    @tf.function
+    def total(value):
+        def replica_fn(local):
+            context = tf.distribute.get_replica_context()
+            # Each worker's replicas all hold its value: count it once.
+            share = local / context.num_replicas_in_sync * worker_count(strategy)
+            return context.all_reduce(tf.distribute.ReduceOp.SUM, share)
+
+        result = strategy.run(replica_fn, args=(value,))
+        return strategy.experimental_local_results(result)[0]
+
+    return lambda value: round(float(total(tf.constant(value, tf.float64))))

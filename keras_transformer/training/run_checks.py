@@ -94,17 +94,11 @@ def check_run_settings(
         )
 
 
-def check_resume_step(
-    start_step: int, steps_per_checkpoint: int, train_steps: int
-) -> None:
+def check_resume_step(start_step: int, train_steps: int) -> None:
     """Fails unless a resumed run can go on to `train_steps` from its step.
 
     A run past `train_steps` would train no step, yet report the later one
-    and save its model again. `fit` resumes at the interval
-    `start_step // steps_per_checkpoint`: from a step that does not end an
-    interval it would run past `train_steps`, and no interval end would
-    fall on a multiple of `steps_per_checkpoint`, so the backup (the resume
-    point) would never move again.
+    and save its model again.
 
     Raises:
         ValueError: naming the values.
@@ -115,14 +109,6 @@ def check_resume_step(
             "model_dir already is (training cannot go back): pass "
             f"train_steps={start_step} to reuse the run, more to train on, "
             f"or a new model_dir. Received: train_steps={train_steps}"
-        )
-    if start_step % steps_per_checkpoint:
-        raise ValueError(
-            f"The run in model_dir stopped at step {start_step}, which is "
-            "not a multiple of `steps_per_checkpoint`: resume it with the "
-            "steps_per_checkpoint it had (or any divisor of "
-            f"{start_step}). Received: start_step={start_step}, "
-            f"steps_per_checkpoint={steps_per_checkpoint}"
         )
 
 
@@ -274,7 +260,10 @@ def read_settings(folder: str) -> dict | None:
 
 
 def check_model_dir(
-    model_dir: str, settings: dict, normalize: dict | None = None
+    model_dir: str,
+    settings: dict,
+    normalize: dict | None = None,
+    defaults: dict | None = None,
 ) -> None:
     """Creates `model_dir` unless it holds a run begun with other settings.
 
@@ -289,6 +278,8 @@ def check_model_dir(
         normalize: functions by setting name that bring a recorded value to
             the form of `settings` (e.g. an older run's relative path to
             an absolute one), applied before comparing.
+        defaults: the values of settings that a run recorded before they
+            existed had (e.g. `config.LEGACY_VALUES`).
 
     Raises:
         ValueError: if `model_dir` is a file or cannot be created, if its
@@ -310,6 +301,7 @@ def check_model_dir(
     saved = read_settings(model_dir)
     if saved is None:
         return
+    saved = {**(defaults or {}), **saved}
     for name, function in (normalize or {}).items():
         if name in saved:
             saved[name] = function(saved[name])

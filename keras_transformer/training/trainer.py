@@ -25,12 +25,14 @@ import zlib
 import keras
 import tensorflow as tf
 
+from keras_transformer import config as config_lib
 from keras_transformer import serving
 from keras_transformer.config import TransformerConfig
 from keras_transformer.layers.checks import check_positive_int
 from keras_transformer.model import build_transformer
 from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training import distribution, run_checks
+from keras_transformer.training import preemption as preemption_lib
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedTokenAccuracy, TargetTokenCount
 from keras_transformer.training.optimizer import (
@@ -167,8 +169,10 @@ def run_training(
     step counter (hence the learning rate) continue, and so do the data
     order and the dropout masks, so the run ends with the weights of an
     uninterrupted one (same machine and settings); at most one interval of
-    work is lost. The settings of `run_checks.check_model_dir` must not
-    change.
+    work is lost, and none after SIGTERM, which stops the run at the end
+    of the step under way with its backup saved there
+    (`preemption.SaveOnPreemption`). The settings of
+    `run_checks.check_model_dir` must not change.
 
     Args:
         config: the model config; its `vocab_size` is replaced by the
@@ -222,13 +226,13 @@ def run_training(
         ValueError: for inconsistent or out-of-range settings (named with
             their values), checked before the data is read, for a
             `model_dir` that is a file or holds a run of other settings, and
-            for a resumed run whose step is not a multiple of
-            `steps_per_checkpoint` (it had another one) or already past
-            `train_steps`.
+            for a resumed run already past `train_steps`.
         FileNotFoundError: for missing data files, among them a missing dev
             split when `bleu_max_sentences` asks for BLEU (checked before
             the training data is read).
         FloatingPointError: if the loss becomes NaN or infinite.
+        preemption.TrainingPreempted: when SIGTERM stopped the run (at the
+            end of the step under way, with its backup saved there).
         TimeoutError: when the workers of strategy "multi_worker" did not
             all start within `worker_startup_timeout`.
         ConnectionError: when another worker of that strategy stopped
@@ -310,7 +314,11 @@ def run_training(
     )
     # An older run may have recorded a relative path.
     run_checks.check_model_dir(
-        write_dir, settings, normalize={"data": sources.normalize_data_spec}
+        write_dir,
+        settings,
+        normalize={"data": sources.normalize_data_spec},
+        # A run begun before a config field existed had its old behaviour.
+        defaults=config_lib.LEGACY_VALUES,
     )
     dev_pairs = None
     if bleu_max_sentences:
@@ -338,7 +346,7 @@ def run_training(
     # On every worker alike, before any of them trains on.
     steps = distribution.values_of_workers(strategy_obj, [start_step])[:, 0]
     run_checks.check_workers_resume_alike(steps.tolist(), model_dir)
-    run_checks.check_resume_step(start_step, steps_per_checkpoint, train_steps)
+    run_checks.check_resume_step(start_step, train_steps)
     keras.utils.set_random_seed(seed)
     distribution.set_precision(mixed_precision)
     vocab_path = os.path.join(write_dir, serving.VOCAB_FILE)
@@ -373,7 +381,7 @@ def run_training(
     config = config.replace(vocab_size=tokenizer.vocab_size)
     # Not the default strategy: per-replica (and per-worker) batches.
     distributed = strategy_obj is not tf.distribute.get_strategy()
-    dataset, data_stats = pipeline.make_training_dataset(
+    batches = pipeline.load_training_batches(
         spec,
         tokenizer,
         src_lang=src_lang,
@@ -384,7 +392,6 @@ def run_training(
         seed=seed,
         deterministic=True,
         repeat=True,
-        start_step=start_step,
         strategy=strategy_obj if distributed else None,
         batches_per_step=gradient_accumulation_steps,
     )
@@ -403,14 +410,20 @@ def run_training(
         "model_path": os.path.join(write_dir, serving.MODEL_FILE),
     }
     nan_stop = callbacks_lib.StopOnNaN()
+    # Kept after the last step, so rerunning a finished run is a no-op.
+    backup = callbacks_lib.ResumableBackup(backup_dir, steps_per_checkpoint, batching)
+    preemption = preemption_lib.SaveOnPreemption(backup, strategy_obj)
     bleu = None
     # In this order at each interval's end: the logs, the checkpoint, BLEU
     # (into the logs), TensorBoard, and last the backup, which moves the
     # resume point past the interval only once all of it is written.
     run_callbacks = [
         nan_stop,
+        preemption,
         callbacks_lib.ThroughputLogger(),
-        callbacks_lib.KeepLastCheckpoints(paths["checkpoint_dir"], keep_checkpoints),
+        callbacks_lib.KeepLastCheckpoints(
+            paths["checkpoint_dir"], keep_checkpoints, every_steps=steps_per_checkpoint
+        ),
     ]
     if dev_pairs is not None:
         dev_sources, dev_references = dev_pairs
@@ -424,8 +437,6 @@ def run_training(
             final_step=train_steps,
         )
         run_callbacks.append(bleu)
-    # Kept after the last step, so rerunning a finished run is a no-op.
-    backup = callbacks_lib.ResumableBackup(backup_dir, steps_per_checkpoint, batching)
     run_callbacks += [
         keras.callbacks.TensorBoard(paths["log_dir"]),
         backup,
@@ -437,15 +448,14 @@ def run_training(
     run_checks.save_settings(write_dir, settings)
     lost = None
     try:
-        history = model.fit(
-            dataset,
-            epochs=train_steps // steps_per_checkpoint,
-            steps_per_epoch=steps_per_checkpoint,
+        rates = _fit_intervals(
+            model,
+            batches,
+            start_step=start_step,
+            train_steps=train_steps,
+            steps_per_checkpoint=steps_per_checkpoint,
             callbacks=run_callbacks,
             verbose=verbose,
-            # The pipeline shuffles (seeded, per epoch). Keras ignores
-            # `shuffle` for a dataset but warns about its default, True.
-            shuffle=False,
         )
     except tf.errors.OpError as error:
         lost = distribution.lost_worker_error(strategy_obj, error, backup.saved_step)
@@ -475,13 +485,64 @@ def run_training(
             f"mixed_precision={mixed_precision}, "
             f"learning_rate_scale={learning_rate_scale}"
         )
+    if preemption.stopped is not None:
+        raise preemption.stopped
     model.save(paths["model_path"])
-    rates = history.history.get("tokens_per_second") or [None]
     return TrainingResult(
         step=step,
         vocab_path=vocab_path,
         dev_bleu=bleu.last_scores.bleu if bleu and bleu.last_scores else None,
-        tokens_per_second=rates[-1],
-        data_stats=data_stats,
+        tokens_per_second=rates[-1] if rates else None,
+        data_stats=batches.stats,
         **paths,
     )
+
+
+def _fit_intervals(
+    model,
+    batches,
+    *,
+    start_step: int,
+    train_steps: int,
+    steps_per_checkpoint: int,
+    callbacks: list,
+    verbose,
+) -> list:
+    """`fit` from `start_step` to `train_steps`, an epoch per checkpoint
+    interval.
+
+    Keras's epochs all have one length: a run resumed inside an interval
+    (a preempted one, or one begun with another `steps_per_checkpoint`)
+    first trains to the interval's end in a `fit` of its own, so that the
+    later intervals end, and save, on multiples of `steps_per_checkpoint`.
+
+    Returns:
+        The `tokens_per_second` of the epochs trained.
+    """
+    # (first step, epochs in all, steps per epoch) of each `fit`.
+    fits = []
+    to_interval_end = -start_step % steps_per_checkpoint
+    if to_interval_end and start_step < train_steps:
+        epochs = start_step // steps_per_checkpoint + 1
+        fits.append((start_step, epochs, to_interval_end))
+        start_step += to_interval_end
+    # A finished run's rerun still fits (no epoch), for its final dev BLEU.
+    if not fits or start_step < train_steps:
+        epochs = train_steps // steps_per_checkpoint
+        fits.append((start_step, epochs, steps_per_checkpoint))
+    rates = []
+    for first_step, epochs, steps_per_epoch in fits:
+        history = model.fit(
+            batches.dataset(first_step),
+            epochs=epochs,
+            steps_per_epoch=steps_per_epoch,
+            callbacks=callbacks,
+            verbose=verbose,
+            # The pipeline shuffles (seeded, per epoch). Keras ignores
+            # `shuffle` for a dataset but warns about its default, True.
+            shuffle=False,
+        )
+        rates += history.history.get("tokens_per_second", [])
+        if model.stop_training:
+            break
+    return rates

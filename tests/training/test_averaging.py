@@ -52,6 +52,12 @@ class AveragingTest(TestCase):
         )
         with self.assertRaisesRegex(ValueError, re.escape("num_checkpoints=4")):
             averaging.last_checkpoints(folder, 4)
+        # By default, every one the run kept (train.py keeps the paper's
+        # count for the preset: 5, or 20 for big).
+        self.assertEqual(
+            [os.path.basename(p) for p in averaging.last_checkpoints(folder)],
+            ["ckpt-2.keras", "ckpt-4.keras", "ckpt-10.keras"],
+        )
 
     def test_a_folder_without_checkpoints_is_named(self):
         folder = fixtures.tempdir(self)

@@ -102,6 +102,27 @@ def run_workers(data, model_dir, *flags, model=TINY, workers=2):
     ]
 
 
+def signal_training_worker(processes, model_dir, signum):
+    """Sends worker 1 of `start_workers`' `processes` `signum` once it
+    saved its first backup (it trains then).
+
+    Returns:
+        Each worker's stderr, once all ended.
+    """
+    try:
+        backup = os.path.join(model_dir, "workers", "worker-1", "backup")
+        deadline = time.monotonic() + 240
+        while not os.path.exists(backup) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if processes[1].poll() is not None:
+            raise AssertionError(f"worker 1 ended: {processes[1].communicate()[1]}")
+        processes[1].send_signal(signum)
+        return [process.communicate(timeout=120)[1] for process in processes]
+    finally:
+        for process in processes:
+            process.kill()
+
+
 def write_one_word_corpus(folder):
     """The fixture pairs cut to their first words: every example then has at
     most 8 tokens, so with `max_length=8` every batch falls in one length
@@ -301,20 +322,9 @@ class TrainProcessesTest(TestCase):
             "--train_steps=100000",
             "--steps_per_checkpoint=5",
         )
-        try:
-            backup = os.path.join(model_dir, "workers", "worker-1", "backup")
-            deadline = time.monotonic() + 240
-            while not os.path.exists(backup) and time.monotonic() < deadline:
-                time.sleep(0.5)
-            self.assertIsNone(processes[1].poll())
-            # TensorFlow's preemption notifier used to swallow SIGTERM: the
-            # worker trained on until SIGKILL.
-            processes[1].send_signal(signal.SIGTERM)
-            stderr = [process.communicate(timeout=120)[1] for process in processes]
-        finally:
-            for process in processes:
-                process.kill()
-        self.assertEqual(processes[1].returncode, -signal.SIGTERM)
+        # A crash (SIGTERM stops the cluster in step, see below).
+        stderr = signal_training_worker(processes, model_dir, signal.SIGKILL)
+        self.assertEqual(processes[1].returncode, -signal.SIGKILL)
         # The other worker's collectives fail (a broken connection, or the
         # stopped one's missed heartbeats): one line, not a traceback.
         self.assertEqual(processes[0].returncode, 1, stderr[0][-3000:])
@@ -325,6 +335,45 @@ class TrainProcessesTest(TestCase):
             r"[1-9][0-9]*, the last backup",
         )
         self.assertNotIn("Traceback", stderr[0])
+
+    @pytest.mark.slow
+    @pytest.mark.xdist_group("multi_core")
+    def test_sigterm_to_one_worker_stops_every_worker_at_one_step(self):
+        folder = fixtures.tempdir(self)
+        data = write_corpus(folder)
+        model_dir = os.path.join(folder, "run")
+        flags = [
+            "--strategy=multi_worker",
+            "--nojit_compile",
+            "--steps_per_checkpoint=5",
+        ]
+        processes = start_workers(data, model_dir, *flags, "--train_steps=100000")
+        stderr = signal_training_worker(processes, model_dir, signal.SIGTERM)
+        backups = [
+            os.path.join(model_dir, "backup"),
+            os.path.join(model_dir, "workers", "worker-1", "backup"),
+        ]
+        steps = [callbacks_lib.ResumableBackup.resume_step(path) for path in backups]
+        self.assertEqual(steps[0], steps[1])
+        self.assertGreaterEqual(steps[0], 5)
+        for index, process in enumerate(processes):
+            self.assertEqual(process.returncode, 143, stderr[index][-3000:])
+            self.assertNotIn("Traceback", stderr[index])
+        self.assertIn(
+            f"train.py: Training stopped on SIGTERM at step {steps[0]}, where",
+            stderr[1],
+        )
+        self.assertIn(
+            f"train.py: Training stopped on SIGTERM (sent to worker 1) at step "
+            f"{steps[0]}, where its backup is saved: rerun the same command",
+            stderr[0],
+        )
+        # Rerun, both resume there and finish the next interval.
+        last = steps[0] // 5 * 5 + 5
+        results = run_workers(data, model_dir, *flags, f"--train_steps={last}")
+        for returncode, stdout, stderr in results:
+            self.assertEqual(returncode, 0, stderr[-3000:])
+            self.assertIn(f"Trained to step {last}", stdout)
 
     def test_worker_startup_timeout_is_checked_before_starting(self):
         tf_config = {

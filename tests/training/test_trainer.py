@@ -13,6 +13,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from keras_transformer import TransformerConfig, build_transformer
+from keras_transformer import config as config_lib
 from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training import distribution, run_checks, trainer
 from keras_transformer.training.schedule import TransformerSchedule
@@ -83,13 +84,38 @@ class CrashAt(keras.callbacks.Callback):
 
 
 class FirstStepRecorder(keras.callbacks.Callback):
+    """The step a run begins at (its first `fit`'s: a run resumed inside a
+    checkpoint interval fits twice)."""
+
+    first_step = None
+
     def on_train_begin(self, logs=None):
-        self.first_step = callbacks_lib.current_step(self.model)
+        if self.first_step is None:
+            self.first_step = callbacks_lib.current_step(self.model)
 
 
 def finite_weights(path):
     model = keras.saving.load_model(path)
     return all(np.isfinite(w).all() for w in model.get_weights())
+
+
+def run_tiny_training(folder, config=None, **overrides):
+    """`trainer.run_training` of the tiny model on the fixture corpus."""
+    arguments = {
+        "data": write_corpus(folder),
+        "src_lang": "en",
+        "tgt_lang": "de",
+        "model_dir": os.path.join(folder, "run"),
+        "warmup_steps": 4,
+        "batch_tokens": 64,
+        "vocab_size": fixtures.VOCAB_SIZE,
+        "steps_per_checkpoint": 2,
+        "bleu_max_sentences": 0,
+        "jit_compile": False,
+        "verbose": 0,
+        **overrides,
+    }
+    return trainer.run_training(config or tiny_config(), **arguments)
 
 
 class TrainerTest(TestCase):
@@ -189,22 +215,7 @@ class TrainerTest(TestCase):
         self.assertTrue(all(np.any(m.numpy()) for m in optimizer._velocities))
 
     def run_training(self, folder, config=None, **overrides):
-        """`trainer.run_training` of the tiny model on the fixture corpus."""
-        arguments = {
-            "data": write_corpus(folder),
-            "src_lang": "en",
-            "tgt_lang": "de",
-            "model_dir": os.path.join(folder, "run"),
-            "warmup_steps": 4,
-            "batch_tokens": 64,
-            "vocab_size": fixtures.VOCAB_SIZE,
-            "steps_per_checkpoint": 2,
-            "bleu_max_sentences": 0,
-            "jit_compile": False,
-            "verbose": 0,
-            **overrides,
-        }
-        return trainer.run_training(config or tiny_config(), **arguments)
+        return run_tiny_training(folder, config, **overrides)
 
     @pytest.mark.slow
     def test_resumes_after_a_crash_where_it_stopped(self):
@@ -476,7 +487,7 @@ class TrainerTest(TestCase):
         self.assertFalse(os.path.exists(os.path.join(run, "vocab.model")))
         self.assertFalse(os.path.exists(os.path.join(run, run_checks.SETTINGS_FILE)))
 
-    def test_a_rerun_with_another_checkpoint_interval_fails_clearly(self):
+    def test_a_rerun_with_another_checkpoint_interval_keeps_to_its_multiples(self):
         folder = fixtures.tempdir(self)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -486,15 +497,15 @@ class TrainerTest(TestCase):
         self.assertEqual(
             [str(w.message) for w in caught if "shuffle" in str(w.message)], []
         )
-        # Resumed at step 3, intervals of 2 would end at 5, 7...: past
-        # train_steps, and never where the backup may move.
-        with self.assertRaisesRegex(
-            ValueError,
-            "stopped at step 3.*Received: start_step=3, steps_per_checkpoint=2",
-        ):
-            self.run_training(folder, train_steps=4, steps_per_checkpoint=2)
+        # Resumed at step 3 with intervals of 2: step 4 ends the first
+        # (a `fit` of one step), then 6, not 5 and 7.
+        recorder = FirstStepRecorder()
+        result = self.run_training(
+            folder, train_steps=6, steps_per_checkpoint=2, extra_callbacks=(recorder,)
+        )
+        self.assertEqual((recorder.first_step, result.step), (3, 6))
         checkpoints = callbacks_lib.list_checkpoints(first.checkpoint_dir)
-        self.assertEqual([step for step, _ in checkpoints], [3])
+        self.assertEqual([step for step, _ in checkpoints], [3, 4, 6])
 
     def test_batch_tokens_left_over_by_the_replicas_are_reported(self):
         with self.assertLogs(level="WARNING") as logs:
@@ -543,6 +554,18 @@ class TrainerTest(TestCase):
         ):
             run_checks.check_model_dir(
                 model_dir, {**settings, "num_layers": 2, "data": "text:b"}
+            )
+        # A setting the run predates had its old value (`defaults`): the
+        # attention biases of a run begun before `attention_bias` existed.
+        legacy = {**settings, **config_lib.LEGACY_VALUES}
+        run_checks.check_model_dir(model_dir, legacy, defaults=config_lib.LEGACY_VALUES)
+        with self.assertRaisesRegex(
+            ValueError, re.escape("(attention_bias=True there, False now)")
+        ):
+            run_checks.check_model_dir(
+                model_dir,
+                {**settings, "attention_bias": False},
+                defaults=config_lib.LEGACY_VALUES,
             )
 
     def test_a_rerun_compares_the_corpus_not_its_spelling(self):
@@ -752,6 +775,6 @@ class TrainerTest(TestCase):
             "already is.*pass train_steps=150 to reuse the run.*"
             "Received: train_steps=100",
         ):
-            run_checks.check_resume_step(150, 50, train_steps=100)
-        run_checks.check_resume_step(150, 50, train_steps=150)  # Finished.
-        run_checks.check_resume_step(150, 50, train_steps=200)
+            run_checks.check_resume_step(150, train_steps=100)
+        run_checks.check_resume_step(150, train_steps=150)  # Finished.
+        run_checks.check_resume_step(150, train_steps=200)
