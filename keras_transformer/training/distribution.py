@@ -377,9 +377,9 @@ def sum_over_workers(strategy: tf.distribute.Strategy):
     """A function of one integer that returns its sum over the workers.
 
     A collective, as `values_of_workers`, but compiled once: each call then
-    costs one small all-reduce (about a millisecond between two processes
-    of one machine, where the eager gather of `values_of_workers` takes
-    ~50 ms), cheap enough to run at every training step.
+    costs one small all-reduce, cheap enough to run at every training step
+    (two workers on one machine: 23-26 ms a step of a tiny model with it,
+    23-24 ms without, 75-79 ms with `values_of_workers`' eager gather).
     """
 
     @tf.function
