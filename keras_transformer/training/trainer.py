@@ -485,8 +485,8 @@ def run_training(
             f"mixed_precision={mixed_precision}, "
             f"learning_rate_scale={learning_rate_scale}"
         )
-    if preemption.stopped is not None:
-        raise preemption.stopped
+    if preemption.stopped is not None and step < train_steps:
+        raise preemption.stopped  # (A stop at the last step has finished.)
     model.save(paths["model_path"])
     return TrainingResult(
         step=step,

@@ -117,6 +117,11 @@ class PreemptionTest(TestCase):
         self.assertEqual(
             callbacks_lib.ResumableBackup.resume_step(backup_dir(folder)), 4
         )
-        result = run_tiny_training(folder, **settings)
+        # A signal during the last step: the run has finished, and ends as
+        # such (with its model and final dev BLEU).
+        result = run_tiny_training(
+            folder, extra_callbacks=(SignalDuring(6),), **settings
+        )
         self.assertEqual(result.step, 6)
         self.assertIsNotNone(result.dev_bleu)
+        self.assertTrue(os.path.exists(result.model_path))
