@@ -1,4 +1,5 @@
-"""Keras callbacks of the training run: checkpoints, throughput, NaN, BLEU.
+"""Keras callbacks of the training run: checkpoints, throughput, NaN, BLEU,
+TensorBoard by step.
 
 `fit` runs "epochs" of `steps_per_epoch` optimizer steps; every callback
 here acts at the end of such an epoch, so the epoch length is the
@@ -266,6 +267,21 @@ class KeepLastCheckpoints(keras.callbacks.Callback):
         tf.io.gfile.rename(partial, path, overwrite=True)
         for _, path in list_checkpoints(self.checkpoint_dir)[: -self.keep]:
             tf.io.gfile.remove(path)
+
+
+class StepTensorBoard(keras.callbacks.TensorBoard):
+    """`keras.callbacks.TensorBoard` that writes each epoch's logs at the
+    optimizer step it ended at, not at the epoch's number.
+
+    A run's epochs are its checkpoint intervals, so the curves read in the
+    paper's unit (steps), keep their meaning when a rerun changes the
+    interval, and a run stopped mid-interval by a signal and resumed (two
+    partial epochs of one number) leaves two points at their own steps,
+    not two at one.
+    """
+
+    def on_epoch_end(self, epoch, logs=None):
+        super().on_epoch_end(current_step(self.model), logs)
 
 
 class ThroughputLogger(keras.callbacks.Callback):

@@ -438,7 +438,7 @@ def run_training(
         )
         run_callbacks.append(bleu)
     run_callbacks += [
-        keras.callbacks.TensorBoard(paths["log_dir"]),
+        callbacks_lib.StepTensorBoard(paths["log_dir"]),
         backup,
         # After the backup, so they see a resumed run's restored state.
         *extra_callbacks,

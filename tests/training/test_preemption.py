@@ -2,12 +2,14 @@
 saved there, and a rerun that goes on as if never stopped."""
 
 import contextlib
+import glob
 import io
 import os
 import signal
 
 import keras
 import pytest
+import tensorflow as tf
 
 from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training import preemption
@@ -39,6 +41,17 @@ class SignalAfter(keras.callbacks.Callback):
     def on_epoch_end(self, epoch, logs=None):
         if callbacks_lib.current_step(self.model) == self.step:
             os.kill(os.getpid(), signal.SIGTERM)
+
+
+def logged_steps(log_dir, tag="epoch_loss"):
+    """The steps of the training TensorBoard summaries `tag` in `log_dir`,
+    in the order written."""
+    steps = []
+    for path in sorted(glob.glob(os.path.join(log_dir, "train", "events.out.*"))):
+        for record in tf.data.TFRecordDataset(path):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            steps += [event.step for value in event.summary.value if value.tag == tag]
+    return steps
 
 
 def backup_dir(result_or_folder):
@@ -87,6 +100,8 @@ class PreemptionTest(TestCase):
             [step for step, _ in callbacks_lib.list_checkpoints(checkpoint_dir)],
             [2, 4, 6, 8],
         )
+        # TensorBoard has each interval, or its part, at its own step.
+        self.assertEqual(logged_steps(os.path.join(run, "logs")), [2, 3, 4, 5, 6, 8])
         # The batches of steps 4-8 and their dropout masks, over two stops, are those of an
         # uninterrupted run: the same weights, to the bit.
         straight = run_tiny_training(fixtures.tempdir(self), **settings)
