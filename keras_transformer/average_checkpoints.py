@@ -52,7 +52,7 @@ def main(argv, flag_values=FLAGS):
     """
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    from keras_transformer.training import averaging
+    from keras_transformer.training import averaging, callbacks
 
     model_dir = flag_values.model_dir
     output = flag_values.output or os.path.join(model_dir, "averaged.keras")
@@ -61,7 +61,7 @@ def main(argv, flag_values=FLAGS):
         # missing directory of the default --output inside it.
         paths = averaging.last_checkpoints(model_dir, flag_values.num_checkpoints)
         averaging.check_output(output, model_dir)
-        averaging.save_averaged(averaging.average_models(paths), output)
+        callbacks.save_model(averaging.average_models(paths), output)
     except (ValueError, OSError, TypeError) as error:
         # User errors, and a failed write (e.g. a full disk): one line.
         return fail("average_checkpoints", error)

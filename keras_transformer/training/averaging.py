@@ -130,19 +130,3 @@ def check_output(output: str, model_dir: str) -> None:
             )
     if problem:
         raise ValueError(f"`output` {problem}. Received: output={output}")
-
-
-def save_averaged(model: Transformer, output: str) -> None:
-    """Saves `model` to `output`, written aside and renamed into place, so a
-    killed process never leaves a truncated file."""
-    partial = os.path.join(
-        os.path.dirname(output), "partial-" + os.path.basename(output)
-    )
-    try:
-        model.save(partial)
-        os.replace(partial, output)
-    except BaseException:
-        # E.g. a full disk: no partial file left beside the checkpoints.
-        if os.path.exists(partial):
-            os.remove(partial)
-        raise

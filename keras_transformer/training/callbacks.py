@@ -74,6 +74,22 @@ def finite_interval(model, logs) -> bool:
     return _finite_loss(logs) and _finite_weights(model)
 
 
+def save_model(model, path: str):
+    """`model.save(path)`, written aside and renamed into place: a process
+    killed while saving leaves the earlier file, or none, not a truncated
+    one."""
+    folder, name = os.path.split(path)
+    partial = os.path.join(folder, f"partial-{name}")
+    try:
+        model.save(partial)
+        tf.io.gfile.rename(partial, path, overwrite=True)
+    except BaseException:
+        # E.g. a full disk: no partial file left beside the others.
+        if tf.io.gfile.exists(partial):
+            tf.io.gfile.remove(partial)
+        raise
+
+
 def _seed_states(model) -> list:
     """The model's variables that are not weights: the states of its
     dropout layers' `SeedGenerator`s, which `save_weights` leaves out."""
@@ -259,12 +275,8 @@ class KeepLastCheckpoints(keras.callbacks.Callback):
             return
         tf.io.gfile.makedirs(self.checkpoint_dir)
         step = current_step(self.model)
-        path = checkpoint_path(self.checkpoint_dir, step)
-        # Written aside, then renamed: a process killed while saving leaves
-        # no truncated `ckpt-<step>.keras` for averaging to trip on.
-        partial = os.path.join(self.checkpoint_dir, f"partial-ckpt-{step}.keras")
-        self.model.save(partial)
-        tf.io.gfile.rename(partial, path, overwrite=True)
+        # Whole or absent, for averaging not to trip on a truncated file.
+        save_model(self.model, checkpoint_path(self.checkpoint_dir, step))
         for _, path in list_checkpoints(self.checkpoint_dir)[: -self.keep]:
             tf.io.gfile.remove(path)
 
@@ -349,9 +361,11 @@ class BleuEvaluator(keras.callbacks.Callback):
     sacreBLEU to the logs as `bleu` (and `chrf`).
 
     Args:
-        translate_fn: `list[str] -> list[str]`, e.g. a beam-search
-            translator over the model being trained; it must read the
-            model's current weights.
+        translate_fn: a function from `tf.string` [B] to a dict with
+            `outputs` `tf.string` [B] (as `decoding.translator.Translator.
+            translate`) over the model being trained: it must read the
+            model's current weights. The sentences go through it in batches
+            (`translator.translate_texts`).
         sources: validation source sentences.
         references: their reference translations.
         target_lang: target language (for the tokenized BLEU).
@@ -360,6 +374,10 @@ class BleuEvaluator(keras.callbacks.Callback):
             end of training.
         final_step: the last step of the run (always evaluated, also by a
             rerun of a finished run, which trains no epoch).
+        interrupted: optional function that says when to skip BLEU, or
+            abandon it between two batches: a signal came, and the run must
+            save before its grace period ends
+            (`preemption.SaveOnPreemption.pending`).
     """
 
     def __init__(
@@ -370,6 +388,7 @@ class BleuEvaluator(keras.callbacks.Callback):
         target_lang,
         every_steps: int,
         final_step: int,
+        interrupted=None,
     ):
         super().__init__()
         if len(sources) != len(references) or not sources:
@@ -384,6 +403,7 @@ class BleuEvaluator(keras.callbacks.Callback):
         self.target_lang = target_lang
         self.every_steps = every_steps
         self.final_step = final_step
+        self.interrupted = interrupted or (lambda: False)
         self.last_scores = None
         self._last_evaluated = None
         self._trained = False
@@ -397,9 +417,10 @@ class BleuEvaluator(keras.callbacks.Callback):
         due = step % self.every_steps == 0 or step >= self.final_step
         if not due or step == self._last_evaluated:
             return
-        if self.model.stop_training and step < self.final_step:
+        if self.model.stop_training:
             # A stopped run (a signal, a NaN) saves first: translating can
-            # outlast a preemption's grace period.
+            # outlast a preemption's grace period. A rerun of a run stopped
+            # at its last step scores it (`on_train_end`).
             return
         if not finite_interval(self.model, logs):
             return
@@ -414,8 +435,25 @@ class BleuEvaluator(keras.callbacks.Callback):
 
     def _evaluate(self, step, logs):
         from keras_transformer import evaluation
+        from keras_transformer.decoding import translator
 
-        hypotheses = self.translate_fn(self.sources)
+        def check_interrupted(done, total):
+            if self.interrupted():
+                raise _Interrupted(done, total)
+
+        try:
+            check_interrupted(0, len(self.sources))
+            hypotheses = translator.translate_texts(
+                self.translate_fn, self.sources, on_batch=check_interrupted
+            )
+        except _Interrupted as interruption:
+            logging.warning(
+                "Dev BLEU of step %d abandoned after %d of %d sentences: the "
+                "run stops.",
+                step,
+                *interruption.args,
+            )
+            return
         self.last_scores = evaluation.score(
             hypotheses, self.references, self.target_lang
         )
@@ -430,3 +468,7 @@ class BleuEvaluator(keras.callbacks.Callback):
             f"{self.last_scores.bleu_signature})",
             flush=True,
         )
+
+
+class _Interrupted(Exception):
+    """`BleuEvaluator`'s translation stopped after (done, total) sentences."""

@@ -10,6 +10,7 @@ Keras 2's `BackupAndRestore(save_before_preemption=True)` and TensorFlow's
 `PreemptionCheckpointHandler` do for their checkpoints).
 """
 
+import contextlib
 import signal
 import threading
 
@@ -26,7 +27,7 @@ class TrainingPreempted(Exception):
     Args:
         step: the step the run stopped at; a rerun resumes from it.
         signum: the signal's number.
-        worker: the worker that received it, when another one did (under a
+        worker: a worker that received it, when this one did not (under a
             multi-worker strategy every worker stops at the same step).
 
     Attributes:
@@ -52,21 +53,31 @@ class SaveOnPreemption(keras.callbacks.Callback):
     """Stops `fit` at the end of the step during which SIGTERM came, and
     saves the run's backup there.
 
-    The signal is caught only during `fit` (the process's own handler is
-    back afterwards) and only in the main thread, where Python runs signal
-    handlers. At an interval's end the interval's own outputs are written
-    as usual (checkpoint and backup; dev BLEU, which can outlast the grace
-    period, is skipped there by `callbacks.BleuEvaluator`); mid-interval
-    only the backup is, and the resumed run first trains to the end of the
-    interval (`trainer.run_training` splits its `fit`). A step whose loss
-    or weights are not finite is not saved: `callbacks.StopOnNaN` then
-    ends the run as for any NaN.
+    Signals are caught inside `with callback.catching_signals():`, a block
+    around the run's `fit`s and what must not be cut short after them (the
+    final model's save); the process's own handlers are back after it, also
+    when it raises. Python runs signal handlers only in the main thread.
 
-    Under a multi-worker strategy the workers agree at every step whether
-    any of them was signalled (one compiled all-reduce of a number per
-    step, `distribution.sum_over_workers`): they all stop at the same step
-    and save their backups there, which a rerun of every worker resumes
-    alike.
+    A signal during a step stops the run at the end of that step: at an
+    interval's end the interval's checkpoint and backup are written as
+    usual, mid-interval only the backup is, and the resumed run first
+    trains to the end of the interval (`trainer.run_training` splits its
+    `fit`). A signal during the interval-end work (checkpoint, dev BLEU)
+    stops the run after it, at that step. Dev BLEU, which can outlast the
+    grace period, is skipped once a signal came, and abandoned if one comes
+    while it translates (`pending` is `callbacks.BleuEvaluator`'s
+    `interrupted`): the backup comes first. A step whose loss or weights
+    are not finite is not saved: `callbacks.StopOnNaN` then ends the run
+    as for any NaN.
+
+    Under a multi-worker strategy the workers agree at every step (and
+    interval end) whether any of them was signalled (one compiled
+    all-reduce of a number, `distribution.sum_over_workers`): they all stop
+    at the same step and save their backups there, which a rerun of every
+    worker resumes alike.
+
+    Put this callback after the `callbacks.ResumableBackup`, so that at an
+    interval's end it acts once the interval is saved.
 
     Args:
         backup: the run's `callbacks.ResumableBackup`.
@@ -85,31 +96,48 @@ class SaveOnPreemption(keras.callbacks.Callback):
         self.signals = tuple(signals)
         self.stopped = None
         self._received = None
-        self._previous = {}
+        self._catching = False
         self._sum_over_workers = None
 
-    def on_train_begin(self, logs=None):
-        # A signal received between two `fit`s of one run (see
-        # `trainer.run_training`) is kept: the next one stops at its first
-        # step.
-        self.stopped = None
-        if threading.current_thread() is not threading.main_thread():
+    @property
+    def pending(self) -> bool:
+        """Whether this process received one of the signals."""
+        return self._received is not None
+
+    @contextlib.contextmanager
+    def catching_signals(self):
+        """Catches the signals in its block, then restores the process's
+        handlers (also when the block raises). A signal that comes between
+        two `fit`s of the block stops the next one at its first step."""
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            for signum in self.signals:
+                previous[signum] = signal.signal(signum, self._receive)
+        else:
             logging.warning(
                 "Training runs outside the main thread, where Python cannot "
                 "catch %s: a signal stops it without saving a backup.",
                 ", ".join(signal.Signals(s).name for s in self.signals),
             )
-            return
-        for signum in self.signals:
-            self._previous[signum] = signal.signal(signum, self._receive)
+        self._catching = True
+        try:
+            yield self
+        finally:
+            self._catching = False
+            for signum, handler in previous.items():
+                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
-    def on_train_end(self, logs=None):
-        for signum, handler in self._previous.items():
-            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
-        self._previous = {}
+    def raise_if_signalled(self):
+        """Raises the `TrainingPreempted` of a signal received in the block,
+        also after training (e.g. while the final model was saved)."""
+        if self.stopped is not None:
+            raise self.stopped
+        if self._received is not None:
+            step = callbacks_lib.current_step(self.model)
+            raise TrainingPreempted(step, self._received)
 
     def _receive(self, signum, frame):
-        # Only noted here: the step under way ends first.
+        # Only noted here: the step, or the file, under way ends first.
         if self._received is None:
             self._received = signum
             logging.warning(
@@ -117,27 +145,48 @@ class SaveOnPreemption(keras.callbacks.Callback):
                 signal.Signals(signum).name,
             )
 
+    def on_train_begin(self, logs=None):
+        if not self._catching:
+            raise RuntimeError(
+                "SaveOnPreemption catches signals only inside its block: run "
+                "`fit` in `with callback.catching_signals():`."
+            )
+        self.stopped = None
+
     def on_train_batch_end(self, batch, logs=None):
-        signum = self._received or 0
-        worker = None
-        if distribution.worker_count(self.strategy) > 1:
-            # Collectives: every worker runs them at the same steps.
-            if self._sum_over_workers is None:
-                self._sum_over_workers = distribution.sum_over_workers(self.strategy)
-            if not self._sum_over_workers(signum):
-                return
-            # Once, to name the worker.
-            signals = distribution.values_of_workers(self.strategy, [signum])[:, 0]
-            worker = int(signals.nonzero()[0][0])
-            signum = int(signals[worker])
-            if worker == self.strategy.cluster_resolver.task_id:
-                worker = None
-        elif not signum:
+        if not self._stop_if_signalled():
             return
-        self.model.stop_training = True
-        step = callbacks_lib.current_step(self.model)
-        self.stopped = TrainingPreempted(step, signum, worker)
-        if step % self.backup.steps_per_epoch == 0:
+        if self.stopped.step % self.backup.steps_per_epoch == 0:
             return  # The interval's end saves it (`ResumableBackup`).
         if callbacks_lib.finite_interval(self.model, logs):
             self.backup.save_now()
+
+    def on_epoch_end(self, epoch, logs=None):
+        # A signal during the interval's end: `ResumableBackup` (before
+        # this callback) has saved the interval.
+        if self.stopped is None:
+            self._stop_if_signalled()
+
+    def _stop_if_signalled(self) -> bool:
+        """Stops `fit` if this worker, or under a multi-worker strategy any
+        worker, received a signal; returns whether it did."""
+        signum = self._received or 0
+        worker = None
+        if distribution.worker_count(self.strategy) > 1:
+            # Collectives: every worker runs them at the same points.
+            if self._sum_over_workers is None:
+                self._sum_over_workers = distribution.sum_over_workers(self.strategy)
+            if not self._sum_over_workers(signum):
+                return False
+            # Once (every worker alike), to name a worker that was, if
+            # this one was not.
+            signals = distribution.values_of_workers(self.strategy, [signum])[:, 0]
+            if not signum:
+                worker = int(signals.nonzero()[0][0])
+                signum = int(signals[worker])
+        elif not signum:
+            return False
+        self.model.stop_training = True
+        step = callbacks_lib.current_step(self.model)
+        self.stopped = TrainingPreempted(step, signum, worker)
+        return True

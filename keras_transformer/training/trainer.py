@@ -170,9 +170,9 @@ def run_training(
     order and the dropout masks, so the run ends with the weights of an
     uninterrupted one (same machine and settings); at most one interval of
     work is lost, and none after SIGTERM, which stops the run at the end
-    of the step under way with its backup saved there
-    (`preemption.SaveOnPreemption`). The settings of
-    `run_checks.check_model_dir` must not change.
+    of the step under way (or of the checkpoint or model being written)
+    with its backup saved there (`preemption.SaveOnPreemption`). The
+    settings of `run_checks.check_model_dir` must not change.
 
     Args:
         config: the model config; its `vocab_size` is replaced by the
@@ -231,8 +231,10 @@ def run_training(
             split when `bleu_max_sentences` asks for BLEU (checked before
             the training data is read).
         FloatingPointError: if the loss becomes NaN or infinite.
-        preemption.TrainingPreempted: when SIGTERM stopped the run (at the
-            end of the step under way, with its backup saved there).
+        preemption.TrainingPreempted: when SIGTERM came from the first step
+            to the final model's save: the run stopped at the end of the
+            step under way, with its backup saved there (a rerun after a
+            stop at the last step only scores and saves the final model).
         TimeoutError: when the workers of strategy "multi_worker" did not
             all start within `worker_startup_timeout`.
         ConnectionError: when another worker of that strategy stopped
@@ -415,11 +417,11 @@ def run_training(
     preemption = preemption_lib.SaveOnPreemption(backup, strategy_obj)
     bleu = None
     # In this order at each interval's end: the logs, the checkpoint, BLEU
-    # (into the logs), TensorBoard, and last the backup, which moves the
-    # resume point past the interval only once all of it is written.
+    # (into the logs), TensorBoard, and then the backup, which moves the
+    # resume point past the interval only once all of it is written; after
+    # it, a stop for a signal that came meanwhile.
     run_callbacks = [
         nan_stop,
-        preemption,
         callbacks_lib.ThroughputLogger(),
         callbacks_lib.KeepLastCheckpoints(
             paths["checkpoint_dir"], keep_checkpoints, every_steps=steps_per_checkpoint
@@ -429,17 +431,19 @@ def run_training(
         dev_sources, dev_references = dev_pairs
         translator = translator_lib.Translator(model, tokenizer)
         bleu = callbacks_lib.BleuEvaluator(
-            lambda lines: translator_lib.translate_texts(translator.translate, lines),
+            translator.translate,
             dev_sources[:bleu_max_sentences],
             dev_references[:bleu_max_sentences],
             tgt_lang,
             every_steps=bleu_every_steps or train_steps,
             final_step=train_steps,
+            interrupted=lambda: preemption.pending,
         )
         run_callbacks.append(bleu)
     run_callbacks += [
         callbacks_lib.StepTensorBoard(paths["log_dir"]),
         backup,
+        preemption,
         # After the backup, so they see a resumed run's restored state.
         *extra_callbacks,
     ]
@@ -447,27 +451,33 @@ def run_training(
     # to its settings.
     run_checks.save_settings(write_dir, settings)
     lost = None
-    try:
-        rates = _fit_intervals(
-            model,
-            batches,
-            start_step=start_step,
-            train_steps=train_steps,
-            steps_per_checkpoint=steps_per_checkpoint,
-            callbacks=run_callbacks,
-            verbose=verbose,
-        )
-    except tf.errors.OpError as error:
-        lost = distribution.lost_worker_error(strategy_obj, error, backup.saved_step)
-        if lost is None:
-            raise
+    with preemption.catching_signals():
+        try:
+            rates = _fit_intervals(
+                model,
+                batches,
+                start_step=start_step,
+                train_steps=train_steps,
+                steps_per_checkpoint=steps_per_checkpoint,
+                callbacks=run_callbacks,
+                verbose=verbose,
+            )
+        except tf.errors.OpError as error:
+            lost = distribution.lost_worker_error(
+                strategy_obj, error, backup.saved_step
+            )
+            if lost is None:
+                raise
+        finished = lost is None and nan_stop.nan_step is None
+        if finished and preemption.stopped is None and not preemption.pending:
+            # In the block: a signal during the save waits for a whole file.
+            callbacks_lib.save_model(model, paths["model_path"])
     if lost is not None:
         # Outside the handler, the failed step's frames are garbage: among
         # them a thread pool of TensorFlow's eager all-reduce, left open when
         # it failed, whose collection at exit printed a traceback.
         gc.collect()
         raise lost
-    step = callbacks_lib.current_step(model)
     if nan_stop.nan_step is not None:
         restart = (
             f"it resumes from step {backup.saved_step}, the end of the last "
@@ -485,9 +495,9 @@ def run_training(
             f"mixed_precision={mixed_precision}, "
             f"learning_rate_scale={learning_rate_scale}"
         )
-    if preemption.stopped is not None and step < train_steps:
-        raise preemption.stopped  # (A stop at the last step has finished.)
-    model.save(paths["model_path"])
+    # Also at the last step: the rerun scores and saves the final model.
+    preemption.raise_if_signalled()
+    step = callbacks_lib.current_step(model)
     return TrainingResult(
         step=step,
         vocab_path=vocab_path,

@@ -35,7 +35,13 @@ def compiled_model():
     )
 
 
-def perfect_bleu(every_steps, final_step, translate=list):
+def copy_translation(inputs):
+    """A "translation" that copies its input (`Translator.translate`'s
+    signature)."""
+    return {"outputs": inputs}
+
+
+def perfect_bleu(every_steps, final_step, translate=copy_translation, **kwargs):
     """A `BleuEvaluator` whose "translation" (`translate`) copies the input,
     which is the reference."""
     return callbacks_lib.BleuEvaluator(
@@ -45,6 +51,7 @@ def perfect_bleu(every_steps, final_step, translate=list):
         "de",
         every_steps=every_steps,
         final_step=final_step,
+        **kwargs,
     )
 
 
@@ -86,15 +93,46 @@ class CallbacksTest(TestCase):
     def test_bleu_is_evaluated_every_k_steps(self):
         calls = []
 
-        def translate(lines):
-            calls.append(len(lines))
-            return list(lines)
+        def translate(inputs):
+            calls.append(len(inputs))
+            return copy_translation(inputs)
 
         bleu = perfect_bleu(every_steps=4, final_step=6, translate=translate)
         _, history = self.fit([bleu])
         self.assertEqual(calls, [1, 1])  # steps 4 and 6, not 2
         self.assertAlmostEqual(bleu.last_scores.bleu, 100.0)
         self.assertAllClose(history.history["bleu"], [100.0, 100.0])
+
+    def test_bleu_is_abandoned_when_interrupted(self):
+        # 70 sentences: batches of 32, 32 and 6; the signal comes during the
+        # second.
+        sources = [f"{index} {fixtures.PAIRS[0][1]}" for index in range(70)]
+        calls = []
+
+        def translate(inputs):
+            calls.append(len(inputs))
+            return copy_translation(inputs)
+
+        bleu = callbacks_lib.BleuEvaluator(
+            translate,
+            sources,
+            sources,
+            "de",
+            every_steps=2,
+            final_step=6,
+            interrupted=lambda: len(calls) == 2,
+        )
+        with self.assertLogs(level="WARNING") as logs:
+            _, history = self.fit([bleu], epochs=1)
+        self.assertEqual(calls, [32, 32])
+        self.assertIn("abandoned after 64 of 70 sentences", logs.output[0])
+        self.assertIsNone(bleu.last_scores)
+        self.assertNotIn("bleu", history.history)
+        # Pending before it starts: not one batch.
+        calls.clear()
+        bleu.interrupted = lambda: True
+        self.fit([bleu], epochs=1)
+        self.assertEqual(calls, [])
 
     def test_bleu_needs_matching_references(self):
         with self.assertRaisesRegex(ValueError, "len\\(references\\)=0"):

@@ -6,10 +6,13 @@ import glob
 import io
 import os
 import signal
+from unittest import mock
 
 import keras
+import numpy as np
 import pytest
 import tensorflow as tf
+from absl.testing import parameterized
 
 from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training import preemption
@@ -43,6 +46,17 @@ class SignalAfter(keras.callbacks.Callback):
             os.kill(os.getpid(), signal.SIGTERM)
 
 
+class StepRecorder(keras.callbacks.Callback):
+    """Records the step after each training batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.steps = []
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.steps.append(callbacks_lib.current_step(self.model))
+
+
 def logged_steps(log_dir, tag="epoch_loss"):
     """The steps of the training TensorBoard summaries `tag` in `log_dir`,
     in the order written."""
@@ -59,6 +73,17 @@ def backup_dir(result_or_folder):
 
 
 class PreemptionTest(TestCase):
+    def run_until_stopped(self, step, folder, **settings):
+        """`run_tiny_training` that SIGTERM must stop at `step`; returns what
+        it printed."""
+        printed = io.StringIO()
+        with (
+            contextlib.redirect_stdout(printed),
+            self.assertRaisesRegex(preemption.TrainingPreempted, f"at step {step},"),
+        ):
+            run_tiny_training(folder, **settings)
+        return printed.getvalue()
+
     @pytest.mark.slow
     def test_stops_mid_interval_and_resumes_as_an_uninterrupted_run(self):
         folder = fixtures.tempdir(self)
@@ -84,9 +109,8 @@ class PreemptionTest(TestCase):
         )
         self.assertFalse(os.path.exists(os.path.join(run, "model.keras")))
 
-        # A signal between the resumed run's two `fit`s (while step 4's
-        # checkpoint is written; the first trains to the interval's end)
-        # stops the second at its first step.
+        # A signal between the resumed run's two `fit`s (the first trains to
+        # the interval's end) stops the second at its first step.
         recorder = FirstStepRecorder()
         with self.assertRaisesRegex(preemption.TrainingPreempted, "at step 5,"):
             run_tiny_training(
@@ -115,15 +139,12 @@ class PreemptionTest(TestCase):
     def test_at_an_interval_end_saves_the_interval_but_skips_its_bleu(self):
         folder = fixtures.tempdir(self)
         settings = {"train_steps": 6, "bleu_every_steps": 2, "bleu_max_sentences": 2}
-        printed = io.StringIO()
-        with (
-            contextlib.redirect_stdout(printed),
-            self.assertRaisesRegex(preemption.TrainingPreempted, "at step 4,"),
-        ):
-            run_tiny_training(folder, extra_callbacks=(SignalDuring(4),), **settings)
+        printed = self.run_until_stopped(
+            4, folder, extra_callbacks=(SignalDuring(4),), **settings
+        )
         # Translating the dev set could outlast the grace period.
-        self.assertIn("step 2: dev BLEU", printed.getvalue())
-        self.assertNotIn("step 4: dev BLEU", printed.getvalue())
+        self.assertIn("step 2: dev BLEU", printed)
+        self.assertNotIn("step 4: dev BLEU", printed)
         checkpoint_dir = os.path.join(folder, "run", "checkpoints")
         self.assertEqual(
             [step for step, _ in callbacks_lib.list_checkpoints(checkpoint_dir)],
@@ -132,11 +153,100 @@ class PreemptionTest(TestCase):
         self.assertEqual(
             callbacks_lib.ResumableBackup.resume_step(backup_dir(folder)), 4
         )
-        # A signal during the last step: the run has finished, and ends as
-        # such (with its model and final dev BLEU).
-        result = run_tiny_training(
-            folder, extra_callbacks=(SignalDuring(6),), **settings
+        # A signal during the last step: the run stops there too, without
+        # its final BLEU and model, which the rerun writes without training.
+        printed = self.run_until_stopped(
+            6, folder, extra_callbacks=(SignalDuring(6),), **settings
         )
-        self.assertEqual(result.step, 6)
+        self.assertNotIn("dev BLEU", printed)
+        model_path = os.path.join(folder, "run", "model.keras")
+        self.assertFalse(os.path.exists(model_path))
+        recorder = StepRecorder()
+        result = run_tiny_training(folder, extra_callbacks=(recorder,), **settings)
+        self.assertEqual((recorder.steps, result.step), ([], 6))
         self.assertIsNotNone(result.dev_bleu)
         self.assertTrue(os.path.exists(result.model_path))
+
+    @pytest.mark.slow
+    def test_during_an_intervals_checkpoint_stops_once_it_is_saved(self):
+        folder = fixtures.tempdir(self)
+        settings = {"train_steps": 6, "bleu_every_steps": 2, "bleu_max_sentences": 2}
+        save = callbacks_lib.save_model
+
+        def signal_while_saving(model, path):
+            if "ckpt-4" in path or "model.keras" in path:
+                os.kill(os.getpid(), signal.SIGTERM)
+            save(model, path)
+
+        recorder = StepRecorder()
+        with mock.patch.object(callbacks_lib, "save_model", signal_while_saving):
+            printed = self.run_until_stopped(
+                4, folder, extra_callbacks=(recorder,), **settings
+            )
+        # Not a step more, and no dev BLEU (it could outlast the grace
+        # period): the interval's backup, once its checkpoint is whole.
+        self.assertEqual(recorder.steps, [1, 2, 3, 4])
+        self.assertNotIn("step 4: dev BLEU", printed)
+        self.assertEqual(
+            callbacks_lib.ResumableBackup.resume_step(backup_dir(folder)), 4
+        )
+        checkpoint_dir = os.path.join(folder, "run", "checkpoints")
+        self.assertEqual(
+            [step for step, _ in callbacks_lib.list_checkpoints(checkpoint_dir)],
+            [2, 4],
+        )
+        # During the final model's save: the run stops once it is whole.
+        handler = signal.getsignal(signal.SIGTERM)
+        with mock.patch.object(callbacks_lib, "save_model", signal_while_saving):
+            self.run_until_stopped(6, folder, **settings)
+        self.assertIs(signal.getsignal(signal.SIGTERM), handler)
+        model = keras.saving.load_model(os.path.join(folder, "run", "model.keras"))
+        self.assertEqual(callbacks_lib.current_step(model), 6)
+
+
+class SaveOnPreemptionTest(TestCase):
+    def test_handlers_are_restored_when_the_block_raises(self):
+        handler = signal.getsignal(signal.SIGTERM)
+        callback = preemption.SaveOnPreemption(None, tf.distribute.get_strategy())
+        with (
+            self.assertRaisesRegex(RuntimeError, "in the block"),
+            callback.catching_signals(),
+        ):
+            os.kill(os.getpid(), signal.SIGTERM)
+            raise RuntimeError("in the block")
+        self.assertIs(signal.getsignal(signal.SIGTERM), handler)
+        self.assertTrue(callback.pending)
+
+    def test_fit_outside_the_block_is_refused(self):
+        callback = preemption.SaveOnPreemption(None, tf.distribute.get_strategy())
+        with self.assertRaisesRegex(RuntimeError, "catching_signals"):
+            callback.on_train_begin()
+
+    @parameterized.named_parameters(
+        # From worker 1 of 2.
+        ("this_worker", [0, 15], 1, None),
+        ("the_other_worker", [15, 0], 1, 0),
+        ("both_workers", [15, 15], 1, None),
+    )
+    def test_names_the_signalled_worker_only_if_another(self, signals, task_id, worker):
+        callback = preemption.SaveOnPreemption(None, mock.Mock())
+        callback.set_model(mock.Mock())
+        if signals[task_id]:
+            callback._receive(signal.SIGTERM, None)
+        with (
+            mock.patch.object(preemption.distribution, "worker_count", return_value=2),
+            mock.patch.object(
+                preemption.distribution,
+                "sum_over_workers",
+                return_value=lambda value: sum(signals),
+            ),
+            mock.patch.object(
+                preemption.distribution,
+                "values_of_workers",
+                return_value=np.array([[value] for value in signals]),
+            ),
+            mock.patch.object(callbacks_lib, "current_step", return_value=7),
+        ):
+            callback.on_epoch_end(0)
+        self.assertTrue(callback.model.stop_training)
+        self.assertEqual((callback.stopped.step, callback.stopped.worker), (7, worker))
