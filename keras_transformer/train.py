@@ -6,7 +6,8 @@ r"""Trains a Transformer: absl flags -> `trainer.run_training`.
 
 Rerun the same command after a crash to resume. On SIGTERM (a preempted VM
 or pod), training stops after the step under way, saves its backup there
-and exits with status 143: the rerun resumes from that step. `--helpfull`
+and exits with status 143: the rerun resumes from that step. So does Ctrl-C
+(status 130); a second one stops at once. `--helpfull`
 lists every flag. Any field of the model config can be overridden with
 `--override`, e.g. `--override=dropout=0.3,num_layers=4`.
 """
@@ -300,8 +301,8 @@ def main(argv, flag_values=FLAGS):
 
     Returns:
         0 after training; 1 after a user error, printed as one line; 143
-        (128 + 15) when SIGTERM stopped training, with the backup saved at
-        the step it stopped (the line says so).
+        (128 + 15) when SIGTERM stopped training, 130 for Ctrl-C (SIGINT),
+        with the backup saved at the step it stopped (the line says so).
 
     Raises:
         app.UsageError: for arguments that are not flags.

@@ -1,4 +1,4 @@
-"""Saving the resume point when the run is told to stop (SIGTERM).
+"""Saving the resume point when the run is told to stop (SIGTERM, Ctrl-C).
 
 Cloud schedulers preempt a spot VM or a pod with SIGTERM, then kill it
 after a grace period (30 s on a GCE spot VM, 30 s by default on
@@ -7,7 +7,8 @@ backup, up to a whole checkpoint interval. `SaveOnPreemption` turns the
 signal into a stop at the end of the running step, with the backup saved
 there, so that a rerun of the same command resumes from that very step (as
 Keras 2's `BackupAndRestore(save_before_preemption=True)` and TensorFlow's
-`PreemptionCheckpointHandler` do for their checkpoints).
+`PreemptionCheckpointHandler` do for their checkpoints). Ctrl-C (SIGINT)
+stops the same way; a second one stops at once, without a backup.
 """
 
 import contextlib
@@ -50,8 +51,8 @@ class TrainingPreempted(Exception):
 
 
 class SaveOnPreemption(keras.callbacks.Callback):
-    """Stops `fit` at the end of the step during which SIGTERM came, and
-    saves the run's backup there.
+    """Stops `fit` at the end of the step during which SIGTERM (or Ctrl-C's
+    SIGINT) came, and saves the run's backup there.
 
     Signals are caught inside `with callback.catching_signals():`, a block
     around the run's `fit`s and what must not be cut short after them (the
@@ -82,14 +83,15 @@ class SaveOnPreemption(keras.callbacks.Callback):
     Args:
         backup: the run's `callbacks.ResumableBackup`.
         strategy: the run's strategy.
-        signals: the signals that stop the run.
+        signals: the signals that stop the run. A second SIGINT raises
+            `KeyboardInterrupt` at once, as Python's own handler.
 
     Attributes:
         stopped: the `TrainingPreempted` of a run stopped by a signal,
             else None.
     """
 
-    def __init__(self, backup, strategy, signals=(signal.SIGTERM,)):
+    def __init__(self, backup, strategy, signals=(signal.SIGTERM, signal.SIGINT)):
         super().__init__()
         self.backup = backup
         self.strategy = strategy
@@ -112,7 +114,10 @@ class SaveOnPreemption(keras.callbacks.Callback):
         previous = {}
         if threading.current_thread() is threading.main_thread():
             for signum in self.signals:
-                previous[signum] = signal.signal(signum, self._receive)
+                # One the process ignores stays ignored (e.g. SIGINT in a
+                # shell's background job).
+                if signal.getsignal(signum) is not signal.SIG_IGN:
+                    previous[signum] = signal.signal(signum, self._receive)
         else:
             logging.warning(
                 "Training runs outside the main thread, where Python cannot "
@@ -141,9 +146,14 @@ class SaveOnPreemption(keras.callbacks.Callback):
         if self._received is None:
             self._received = signum
             logging.warning(
-                "Received %s: stopping after this step and saving a backup.",
+                "Received %s: stopping after this step and saving a backup%s.",
                 signal.Signals(signum).name,
+                " (Ctrl-C again stops at once, without it)"
+                if signum == signal.SIGINT
+                else "",
             )
+        elif signum == signal.SIGINT:
+            raise KeyboardInterrupt  # Python's own Ctrl-C, as asked.
 
     def on_train_begin(self, logs=None):
         if not self._catching:

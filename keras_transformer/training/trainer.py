@@ -169,10 +169,10 @@ def run_training(
     step counter (hence the learning rate) continue, and so do the data
     order and the dropout masks, so the run ends with the weights of an
     uninterrupted one (same machine and settings); at most one interval of
-    work is lost, and none after SIGTERM, which stops the run at the end
-    of the step under way (or of the checkpoint or model being written)
-    with its backup saved there (`preemption.SaveOnPreemption`). The
-    settings of `run_checks.check_model_dir` must not change.
+    work is lost, and none after SIGTERM (or Ctrl-C), which stops the run
+    at the end of the step under way (or of the checkpoint or model being
+    written) with its backup saved there (`preemption.SaveOnPreemption`).
+    The settings of `run_checks.check_model_dir` must not change.
 
     Args:
         config: the model config; its `vocab_size` is replaced by the
@@ -231,10 +231,11 @@ def run_training(
             split when `bleu_max_sentences` asks for BLEU (checked before
             the training data is read).
         FloatingPointError: if the loss becomes NaN or infinite.
-        preemption.TrainingPreempted: when SIGTERM came from the first step
-            to the final model's save: the run stopped at the end of the
-            step under way, with its backup saved there (a rerun after a
-            stop at the last step only scores and saves the final model).
+        preemption.TrainingPreempted: when SIGTERM or SIGINT came from the
+            first step to the final model's save: the run stopped at the
+            end of the step under way, with its backup saved there (a rerun
+            after a stop at the last step only scores and saves the final
+            model).
         TimeoutError: when the workers of strategy "multi_worker" did not
             all start within `worker_startup_timeout`.
         ConnectionError: when another worker of that strategy stopped

@@ -22,15 +22,16 @@ from tests.training.test_trainer import FirstStepRecorder, run_tiny_training
 
 
 class SignalDuring(keras.callbacks.Callback):
-    """Sends this process SIGTERM while the optimizer takes step `step`."""
+    """Sends this process `signum` while the optimizer takes step `step`."""
 
-    def __init__(self, step):
+    def __init__(self, step, signum=signal.SIGTERM):
         super().__init__()
         self.step = step
+        self.signum = signum
 
     def on_train_batch_begin(self, batch, logs=None):
         if callbacks_lib.current_step(self.model) == self.step - 1:
-            os.kill(os.getpid(), signal.SIGTERM)
+            os.kill(os.getpid(), self.signum)
 
 
 class SignalAfter(keras.callbacks.Callback):
@@ -74,8 +75,8 @@ def backup_dir(result_or_folder):
 
 class PreemptionTest(TestCase):
     def run_until_stopped(self, step, folder, **settings):
-        """`run_tiny_training` that SIGTERM must stop at `step`; returns what
-        it printed."""
+        """`run_tiny_training` that a signal must stop at `step`; returns
+        what it printed."""
         printed = io.StringIO()
         with (
             contextlib.redirect_stdout(printed),
@@ -153,10 +154,10 @@ class PreemptionTest(TestCase):
         self.assertEqual(
             callbacks_lib.ResumableBackup.resume_step(backup_dir(folder)), 4
         )
-        # A signal during the last step: the run stops there too, without
-        # its final BLEU and model, which the rerun writes without training.
+        # Ctrl-C during the last step: the run stops there too, without its
+        # final BLEU and model, which the rerun writes without training.
         printed = self.run_until_stopped(
-            6, folder, extra_callbacks=(SignalDuring(6),), **settings
+            6, folder, extra_callbacks=(SignalDuring(6, signal.SIGINT),), **settings
         )
         self.assertNotIn("dev BLEU", printed)
         model_path = os.path.join(folder, "run", "model.keras")
@@ -216,6 +217,31 @@ class SaveOnPreemptionTest(TestCase):
             raise RuntimeError("in the block")
         self.assertIs(signal.getsignal(signal.SIGTERM), handler)
         self.assertTrue(callback.pending)
+
+    def test_a_second_ctrl_c_stops_at_once(self):
+        callback = preemption.SaveOnPreemption(None, tf.distribute.get_strategy())
+        with self.assertRaises(KeyboardInterrupt), callback.catching_signals():
+            os.kill(os.getpid(), signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGTERM)  # Noted once only.
+            self.assertEqual(callback._received, signal.SIGINT)
+            os.kill(os.getpid(), signal.SIGINT)
+        stopped = preemption.TrainingPreempted(3, signal.SIGINT)
+        self.assertEqual(stopped.exit_status, 130)
+        self.assertTrue(
+            str(stopped).startswith("Training stopped on SIGINT at step 3,")
+        )
+
+    def test_an_ignored_signal_stays_ignored(self):
+        # A shell's background job ignores Ctrl-C.
+        handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            callback = preemption.SaveOnPreemption(None, tf.distribute.get_strategy())
+            with callback.catching_signals():
+                self.assertIs(signal.getsignal(signal.SIGINT), signal.SIG_IGN)
+                os.kill(os.getpid(), signal.SIGINT)
+            self.assertFalse(callback.pending)
+        finally:
+            signal.signal(signal.SIGINT, handler)
 
     def test_fit_outside_the_block_is_refused(self):
         callback = preemption.SaveOnPreemption(None, tf.distribute.get_strategy())
