@@ -52,6 +52,8 @@ def main(argv, flag_values=FLAGS):
     """
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+    import tensorflow as tf
+
     from keras_transformer.training import averaging, callbacks
 
     model_dir = flag_values.model_dir
@@ -62,8 +64,9 @@ def main(argv, flag_values=FLAGS):
         paths = averaging.last_checkpoints(model_dir, flag_values.num_checkpoints)
         averaging.check_output(output, model_dir)
         callbacks.save_model(averaging.average_models(paths), output)
-    except (ValueError, OSError, TypeError) as error:
-        # User errors, and a failed write (e.g. a full disk): one line.
+    except (ValueError, OSError, TypeError, tf.errors.OpError) as error:
+        # User errors, and a failed write (e.g. a full disk; OpError from
+        # tf.io.gfile): one line.
         return fail("average_checkpoints", error)
     print(f"Averaged {len(paths)} checkpoints into {output}:")
     for path in paths:

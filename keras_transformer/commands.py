@@ -13,6 +13,13 @@ def fail(command: str, error: Exception) -> int:
     return 1
 
 
+def stopped(command: str, preempted) -> int:
+    """Prints how a signal stopped training (`preemption.TrainingPreempted`)
+    as one line; the exit status of a process the signal ended."""
+    print(f"{command}: {preempted}", file=sys.stderr)
+    return preempted.exit_status
+
+
 def same_file(path: str, other: str) -> bool:
     """Whether two paths name one file (through symbolic or hard links)."""
     if os.path.realpath(path) == os.path.realpath(other):

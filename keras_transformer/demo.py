@@ -14,7 +14,7 @@ import os
 
 from absl import app, flags
 
-from keras_transformer.commands import fail
+from keras_transformer.commands import fail, stopped
 from keras_transformer.training.run_checks import MAX_SEED
 
 FLAGS = flags.FLAGS
@@ -195,7 +195,9 @@ def main(argv, flag_values=FLAGS):
 
     Returns:
         0 after the demo; 1 after a user error, printed as one line (as by
-        train.py), or if the export translates otherwise than Python.
+        train.py), or if the export translates otherwise than Python; 128
+        + the signal's number when SIGTERM or Ctrl-C stopped training (a
+        rerun resumes it).
     """
     from keras_transformer.data import pipeline
     from keras_transformer.training import preemption, trainer
@@ -212,10 +214,12 @@ def main(argv, flag_values=FLAGS):
             flag_values.warmup_steps,
             flag_values.seed,
         )
-    except (*trainer.USER_ERRORS, OSError, preemption.TrainingPreempted) as error:
+    except (*trainer.USER_ERRORS, OSError) as error:
         # As train.py: one line, no TensorFlow traceback (OSError: an export
         # directory that cannot be written).
         return fail("demo", error)
+    except preemption.TrainingPreempted as preempted:
+        return stopped("demo", preempted)
     print("\nTranslations through the exported SavedModel:")
     for source, target in summary["examples"].items():
         print(f"  {source}\n  -> {target}")

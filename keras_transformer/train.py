@@ -14,11 +14,10 @@ lists every flag. Any field of the model config can be overridden with
 
 import dataclasses
 import math
-import sys
 
 from absl import app, flags
 
-from keras_transformer.commands import fail
+from keras_transformer.commands import fail, stopped
 from keras_transformer.config import PRESETS, TransformerConfig
 from keras_transformer.training import distribution, preemption, run_checks, trainer
 
@@ -344,9 +343,8 @@ def main(argv, flag_values=FLAGS):
     except trainer.USER_ERRORS as error:
         # User errors: one line, no TensorFlow traceback.
         return fail("train.py", error)
-    except preemption.TrainingPreempted as stopped:
-        print(f"train.py: {stopped}", file=sys.stderr)
-        return stopped.exit_status
+    except preemption.TrainingPreempted as preempted:
+        return stopped("train.py", preempted)
     print(f"Training data: {result.data_stats.describe()}")
     print(f"Trained to step {result.step}: {result.model_path}")
     if result.dev_bleu is not None:

@@ -372,12 +372,18 @@ class BleuEvaluator(keras.callbacks.Callback):
         every_steps: evaluate when the step is a multiple of this (checked
             at epoch ends; not when `fit` was stopped early), and at the
             end of training.
-        final_step: the last step of the run (always evaluated, also by a
-            rerun of a finished run, which trains no epoch).
+        final_step: the last step of the run (evaluated at the end of the
+            epoch that reaches it, or else by a rerun of the finished run,
+            which trains no epoch).
         interrupted: optional function that says when to skip BLEU, or
             abandon it between two batches: a signal came, and the run must
             save before its grace period ends
-            (`preemption.SaveOnPreemption.pending`).
+            (`preemption.SaveOnPreemption.signalled_anywhere`).
+        summary_dir: TensorBoard directory where the scores of a model
+            evaluated outside an epoch (the rerun of a finished run) are
+            written, as `epoch_bleu` and `epoch_chrf` at its step: the
+            epoch's are written by `keras.callbacks.TensorBoard` from the
+            logs (`<log_dir>/train`).
     """
 
     def __init__(
@@ -389,6 +395,7 @@ class BleuEvaluator(keras.callbacks.Callback):
         every_steps: int,
         final_step: int,
         interrupted=None,
+        summary_dir: str | None = None,
     ):
         super().__init__()
         if len(sources) != len(references) or not sources:
@@ -404,6 +411,7 @@ class BleuEvaluator(keras.callbacks.Callback):
         self.every_steps = every_steps
         self.final_step = final_step
         self.interrupted = interrupted or (lambda: False)
+        self.summary_dir = summary_dir
         self.last_scores = None
         self._last_evaluated = None
         self._trained = False
@@ -430,15 +438,23 @@ class BleuEvaluator(keras.callbacks.Callback):
         # A rerun of a finished run trains no epoch: its final model is
         # still scored once, so that the rerun reports its dev BLEU too.
         step = current_step(self.model)
-        if not self._trained and step >= self.final_step:
-            self._evaluate(step, logs)
+        if self._trained or step < self.final_step:
+            return
+        self._evaluate(step, logs)
+        if self.summary_dir and self._last_evaluated == step:
+            writer = tf.summary.create_file_writer(self.summary_dir)
+            with writer.as_default(step=step):
+                tf.summary.scalar("epoch_bleu", self.last_scores.bleu)
+                tf.summary.scalar("epoch_chrf", self.last_scores.chrf)
+            writer.close()
 
     def _evaluate(self, step, logs):
         from keras_transformer import evaluation
         from keras_transformer.decoding import translator
 
         def check_interrupted(done, total):
-            if self.interrupted():
+            # (Not once all is translated: scoring is quick.)
+            if done < total and self.interrupted():
                 raise _Interrupted(done, total)
 
         try:

@@ -66,7 +66,7 @@ class SaveOnPreemption(keras.callbacks.Callback):
     `fit`). A signal during the interval-end work (checkpoint, dev BLEU)
     stops the run after it, at that step. Dev BLEU, which can outlast the
     grace period, is skipped once a signal came, and abandoned if one comes
-    while it translates (`pending` is `callbacks.BleuEvaluator`'s
+    while it translates (`signalled_anywhere` is `callbacks.BleuEvaluator`'s
     `interrupted`): the backup comes first. A step whose loss or weights
     are not finite is not saved: `callbacks.StopOnNaN` then ends the run
     as for any NaN.
@@ -132,23 +132,38 @@ class SaveOnPreemption(keras.callbacks.Callback):
             for signum, handler in previous.items():
                 signal.signal(signum, signal.SIG_DFL if handler is None else handler)
 
+    def signalled_anywhere(self) -> bool:
+        """Whether this process or, under a multi-worker strategy, any
+        worker received a signal.
+
+        A collective under a multi-worker strategy: every worker must call
+        it at the same points (`callbacks.BleuEvaluator`, whose batches are
+        the same on every worker, asks it before and after each one).
+        """
+        return self._agree() is not None
+
     def raise_if_signalled(self):
         """Raises the `TrainingPreempted` of a signal received in the block,
-        also after training (e.g. while the final model was saved)."""
+        also after training (e.g. while the final model was saved): under a
+        multi-worker strategy, on every worker if any received one (a
+        collective, as `signalled_anywhere`)."""
+        if self.stopped is None:
+            agreed = self._agree()
+            if agreed is not None:
+                step = callbacks_lib.current_step(self.model)
+                self.stopped = TrainingPreempted(step, *agreed)
         if self.stopped is not None:
             raise self.stopped
-        if self._received is not None:
-            step = callbacks_lib.current_step(self.model)
-            raise TrainingPreempted(step, self._received)
 
     def _receive(self, signum, frame):
         # Only noted here: the step, or the file, under way ends first.
         if self._received is None:
             self._received = signum
             logging.warning(
-                "Received %s: stopping after this step and saving a backup%s.",
+                "Received %s: training stops once the step, or file, under "
+                "way is done%s.",
                 signal.Signals(signum).name,
-                " (Ctrl-C again stops at once, without it)"
+                " (Ctrl-C again stops at once, without a backup)"
                 if signum == signal.SIGINT
                 else "",
             )
@@ -180,23 +195,29 @@ class SaveOnPreemption(keras.callbacks.Callback):
     def _stop_if_signalled(self) -> bool:
         """Stops `fit` if this worker, or under a multi-worker strategy any
         worker, received a signal; returns whether it did."""
-        signum = self._received or 0
-        worker = None
-        if distribution.worker_count(self.strategy) > 1:
-            # Collectives: every worker runs them at the same points.
-            if self._sum_over_workers is None:
-                self._sum_over_workers = distribution.sum_over_workers(self.strategy)
-            if not self._sum_over_workers(signum):
-                return False
-            # Once (every worker alike), to name a worker that was, if
-            # this one was not.
-            signals = distribution.values_of_workers(self.strategy, [signum])[:, 0]
-            if not signum:
-                worker = int(signals.nonzero()[0][0])
-                signum = int(signals[worker])
-        elif not signum:
+        agreed = self._agree()
+        if agreed is None:
             return False
         self.model.stop_training = True
         step = callbacks_lib.current_step(self.model)
-        self.stopped = TrainingPreempted(step, signum, worker)
+        self.stopped = TrainingPreempted(step, *agreed)
         return True
+
+    def _agree(self):
+        """`(signum, worker)` of a signal received by this worker (worker
+        None) or, under a multi-worker strategy, by another; else None."""
+        signum = self._received or 0
+        if distribution.worker_count(self.strategy) == 1:
+            return (signum, None) if signum else None
+        # Collectives: every worker runs them at the same points.
+        if self._sum_over_workers is None:
+            self._sum_over_workers = distribution.sum_over_workers(self.strategy)
+        if not self._sum_over_workers(signum):
+            return None
+        # Once (every worker alike), to name a worker that was, if this one
+        # was not.
+        signals = distribution.values_of_workers(self.strategy, [signum])[:, 0]
+        if signum:
+            return signum, None
+        worker = int(signals.nonzero()[0][0])
+        return int(signals[worker]), worker

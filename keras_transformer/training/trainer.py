@@ -231,11 +231,11 @@ def run_training(
             split when `bleu_max_sentences` asks for BLEU (checked before
             the training data is read).
         FloatingPointError: if the loss becomes NaN or infinite.
-        preemption.TrainingPreempted: when SIGTERM or SIGINT came from the
-            first step to the final model's save: the run stopped at the
-            end of the step under way, with its backup saved there (a rerun
+        preemption.TrainingPreempted: when SIGTERM or SIGINT came while it
+            trained or saved the final model: the run stopped at the end
+            of the step under way, with its backup saved there (a rerun
             after a stop at the last step only scores and saves the final
-            model).
+            model). Under strategy "multi_worker", on every worker.
         TimeoutError: when the workers of strategy "multi_worker" did not
             all start within `worker_startup_timeout`.
         ConnectionError: when another worker of that strategy stopped
@@ -438,7 +438,8 @@ def run_training(
             tgt_lang,
             every_steps=bleu_every_steps or train_steps,
             final_step=train_steps,
-            interrupted=lambda: preemption.pending,
+            interrupted=preemption.signalled_anywhere,
+            summary_dir=os.path.join(paths["log_dir"], "train"),
         )
         run_callbacks.append(bleu)
     run_callbacks += [

@@ -1,5 +1,7 @@
 """Tests of checkpoint averaging and its command."""
 
+import contextlib
+import io
 import os
 import re
 import subprocess
@@ -9,10 +11,10 @@ from unittest import mock
 import keras
 import pytest
 import tensorflow as tf
+from absl import flags
 
-from keras_transformer import build_transformer
+from keras_transformer import average_checkpoints, build_transformer
 from keras_transformer.training import averaging
-from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training.callbacks import checkpoint_path
 from tests.data import fixtures
 from tests.test_case import TestCase
@@ -88,18 +90,24 @@ class AveragingTest(TestCase):
                 averaging.check_output(os.path.join(folder, output), folder)
         averaging.check_output(os.path.join(folder, "averaged.keras"), folder)
 
-    def test_failed_save_leaves_no_partial_file(self):
+    def test_failed_save_is_one_line_and_leaves_no_partial_file(self):
         folder = fixtures.tempdir(self)
-        model = write_checkpoints(folder, [1])[0]
-        output = os.path.join(folder, "averaged.keras")
+        write_checkpoints(folder, [1])
         before = sorted(os.listdir(folder))
+        flag_values = flags.FlagValues()
+        average_checkpoints.define_flags(flag_values)
+        flag_values(["average_checkpoints", f"--model_dir={folder}"])
+        stderr = io.StringIO()
+        full = tf.errors.ResourceExhaustedError(None, None, "No space left")
         with (
-            mock.patch.object(
-                tf.io.gfile, "rename", side_effect=OSError(28, "No space left")
-            ),
-            self.assertRaisesRegex(OSError, "No space left"),
+            mock.patch.object(tf.io.gfile, "rename", side_effect=full),
+            contextlib.redirect_stderr(stderr),
         ):
-            callbacks_lib.save_model(model, output)
+            status = average_checkpoints.main(["average_checkpoints"], flag_values)
+        self.assertEqual(
+            (status, stderr.getvalue()),
+            (1, "average_checkpoints: error: No space left\n"),
+        )
         self.assertEqual(sorted(os.listdir(folder)), before)
 
     @pytest.mark.slow

@@ -133,6 +133,12 @@ class CallbacksTest(TestCase):
         bleu.interrupted = lambda: True
         self.fit([bleu], epochs=1)
         self.assertEqual(calls, [])
+        # After the last batch: scored, as nothing is left to save time on.
+        calls.clear()
+        bleu.interrupted = lambda: len(calls) == 3
+        self.fit([bleu], epochs=1)
+        self.assertEqual(calls, [32, 32, 6])
+        self.assertAlmostEqual(bleu.last_scores.bleu, 100.0)
 
     def test_bleu_needs_matching_references(self):
         with self.assertRaisesRegex(ValueError, "len\\(references\\)=0"):

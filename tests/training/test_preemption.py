@@ -167,6 +167,9 @@ class PreemptionTest(TestCase):
         self.assertEqual((recorder.steps, result.step), ([], 6))
         self.assertIsNotNone(result.dev_bleu)
         self.assertTrue(os.path.exists(result.model_path))
+        # Its final BLEU joins the curve (outside an epoch, whose logs
+        # TensorBoard would write).
+        self.assertEqual(logged_steps(result.log_dir, "epoch_bleu"), [2, 6])
 
     @pytest.mark.slow
     def test_during_an_intervals_checkpoint_stops_once_it_is_saved(self):

@@ -3,6 +3,7 @@
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -100,6 +101,35 @@ def run_workers(data, model_dir, *flags, model=TINY, workers=2):
         (process.returncode, stdout, stderr)
         for process, (stdout, stderr) in zip(processes, outputs)
     ]
+
+
+def start_training_script(folder, data, code, *args):
+    """Two workers of a cluster on 127.0.0.1, each running the Python `code`,
+    where `train(**settings)` is `trainer.run_training` of the tiny model
+    under strategy "multi_worker" (on `data`, into `folder/run`) and
+    `worker` is the worker's index; `sys.argv[1:]` are `args`.
+
+    Returns:
+        The processes, worker 0 first, with their stdout and stderr piped.
+    """
+    script = fixtures.write(
+        os.path.join(folder, "train_two.py"),
+        "import json, os, signal, sys\n"
+        "import keras\n"
+        "import numpy as np\n"
+        "from keras_transformer.training import callbacks, preemption, trainer\n"
+        "from tests.data import fixtures\n"
+        "from tests.training.test_trainer import tiny_config\n"
+        "worker = json.loads(os.environ['TF_CONFIG'])['task']['index']\n"
+        "def train(**settings):\n"
+        "    return trainer.run_training(\n"
+        f"        tiny_config(), data={data!r}, src_lang='en', tgt_lang='de',\n"
+        f"        model_dir={os.path.join(folder, 'run')!r},\n"
+        "        vocab_size=fixtures.VOCAB_SIZE, batch_tokens=128,\n"
+        "        warmup_steps=4, strategy='multi_worker', jit_compile=False,\n"
+        "        verbose=0, **settings)\n" + code,
+    )
+    return start_workers(data, None, command=[sys.executable, script, *args])
 
 
 def signal_training_worker(processes, model_dir, signum):
@@ -274,30 +304,16 @@ class TrainProcessesTest(TestCase):
         # Keras averages the per-batch logs across workers: the progress
         # bar showed half the target tokens under two workers.
         folder = fixtures.tempdir(self)
-        script = fixtures.write(
-            os.path.join(folder, "train_two.py"),
-            "import sys\n"
-            "import keras\n"
-            "import numpy as np\n"
-            "from keras_transformer.training import trainer\n"
-            "from tests.data import fixtures\n"
-            "from tests.training.test_trainer import tiny_config\n"
+        processes = start_training_script(
+            folder,
+            write_corpus(folder),
             "class Record(keras.callbacks.Callback):\n"
             "    def on_train_batch_end(self, batch, logs=None):\n"
             "        self.last = np.asarray(logs['target_tokens']).item()\n"
             "    def on_epoch_end(self, epoch, logs=None):\n"
             "        print('tokens', self.last, logs['target_tokens'], flush=True)\n"
-            "trainer.run_training(\n"
-            "    tiny_config(), data=sys.argv[1], src_lang='en', tgt_lang='de',\n"
-            "    model_dir=sys.argv[2], train_steps=3, steps_per_checkpoint=3,\n"
-            "    vocab_size=fixtures.VOCAB_SIZE, batch_tokens=128, warmup_steps=4,\n"
-            "    bleu_max_sentences=0, strategy='multi_worker', jit_compile=False,\n"
-            "    verbose=0, extra_callbacks=(Record(),))\n",
-        )
-        data = write_corpus(folder)
-        model_dir = os.path.join(folder, "run")
-        processes = start_workers(
-            data, model_dir, command=[sys.executable, script, data, model_dir]
+            "train(train_steps=3, steps_per_checkpoint=3, bleu_max_sentences=0,\n"
+            "      extra_callbacks=(Record(),))\n",
         )
         outputs = [process.communicate(timeout=300) for process in processes]
         for process, (stdout, stderr) in zip(processes, outputs):
@@ -374,6 +390,43 @@ class TrainProcessesTest(TestCase):
         for returncode, stdout, stderr in results:
             self.assertEqual(returncode, 0, stderr[-3000:])
             self.assertIn(f"Trained to step {last}", stdout)
+
+    @pytest.mark.slow
+    @pytest.mark.xdist_group("multi_core")
+    def test_sigterm_during_one_workers_save_stops_every_worker(self):
+        # Worker 0 translated its whole dev set while worker 1, stopping,
+        # waited for it in their next all-reduce: past a grace period.
+        folder = fixtures.tempdir(self)
+        data = write_corpus(folder)
+        code = (
+            "save = callbacks.save_model\n"
+            "def save_model(model, path):\n"
+            "    if worker == 1 and path.endswith(sys.argv[1]):\n"
+            "        os.kill(os.getpid(), signal.SIGTERM)\n"
+            "    save(model, path)\n"
+            "callbacks.save_model = save_model\n"
+            "try:\n"
+            "    train(train_steps=4, steps_per_checkpoint=2, bleu_every_steps=2,\n"
+            "          bleu_max_sentences=2)\n"
+            "except preemption.TrainingPreempted as stopped:\n"
+            "    print('stopped', stopped.step, stopped.worker, flush=True)\n"
+        )
+        # At step 2's checkpoint, then (rerun) at the final model's save,
+        # which worker 0 completes: every worker stops alike.
+        for file, step, bleu in (("ckpt-2.keras", 2, ""), ("model.keras", 4, "4")):
+            processes = start_training_script(folder, data, code, file)
+            outputs = [process.communicate(timeout=300) for process in processes]
+            for worker, (process, (stdout, stderr)) in enumerate(
+                zip(processes, outputs)
+            ):
+                self.assertEqual(process.returncode, 0, stderr[-3000:])
+                self.assertEqual(
+                    re.findall(r"step (\d+): dev BLEU", stdout), list(bleu)
+                )
+                self.assertEqual(
+                    stdout.split()[-3:],
+                    ["stopped", str(step), "1" if worker == 0 else "None"],
+                )
 
     def test_worker_startup_timeout_is_checked_before_starting(self):
         tf_config = {
