@@ -30,6 +30,8 @@ class TrainingPreempted(Exception):
         signum: the signal's number.
         worker: a worker that received it, when this one did not (under a
             multi-worker strategy every worker stops at the same step).
+        last_step: whether `step` is the run's last: the rerun trains no
+            more, it writes the final model (and dev BLEU).
 
     Attributes:
         exit_status: what a shell reports for a process the signal ended
@@ -37,16 +39,27 @@ class TrainingPreempted(Exception):
             with.
     """
 
-    def __init__(self, step: int, signum: int, worker: int | None = None):
+    def __init__(
+        self,
+        step: int,
+        signum: int,
+        worker: int | None = None,
+        last_step: bool = False,
+    ):
         self.step = step
         self.signum = signum
         self.worker = worker
         self.exit_status = 128 + signum
         where = "" if worker is None else f" (sent to worker {worker})"
+        rerun = (
+            "finish the run (its final model and dev BLEU)"
+            if last_step
+            else "resume from there"
+        )
         super().__init__(
-            f"Training stopped on {signal.Signals(signum).name}{where} at step "
-            f"{step}, where its backup is saved: rerun the same command to "
-            "resume from there."
+            f"Training stopped on {signal.Signals(signum).name}{where} at "
+            f"{'its last ' if last_step else ''}step {step}, where its backup "
+            f"is saved: rerun the same command to {rerun}."
         )
 
 
@@ -85,14 +98,23 @@ class SaveOnPreemption(keras.callbacks.Callback):
         strategy: the run's strategy.
         signals: the signals that stop the run. A second SIGINT raises
             `KeyboardInterrupt` at once, as Python's own handler.
+        last_step: the run's last step, if known (for the message of a
+            stop there).
 
     Attributes:
         stopped: the `TrainingPreempted` of a run stopped by a signal,
             else None.
     """
 
-    def __init__(self, backup, strategy, signals=(signal.SIGTERM, signal.SIGINT)):
+    def __init__(
+        self,
+        backup,
+        strategy,
+        signals=(signal.SIGTERM, signal.SIGINT),
+        last_step: int | None = None,
+    ):
         super().__init__()
+        self.last_step = last_step
         self.backup = backup
         self.strategy = strategy
         self.signals = tuple(signals)
@@ -150,8 +172,7 @@ class SaveOnPreemption(keras.callbacks.Callback):
         if self.stopped is None:
             agreed = self._agree()
             if agreed is not None:
-                step = callbacks_lib.current_step(self.model)
-                self.stopped = TrainingPreempted(step, *agreed)
+                self.stopped = self._preempted(agreed)
         if self.stopped is not None:
             raise self.stopped
 
@@ -199,9 +220,12 @@ class SaveOnPreemption(keras.callbacks.Callback):
         if agreed is None:
             return False
         self.model.stop_training = True
-        step = callbacks_lib.current_step(self.model)
-        self.stopped = TrainingPreempted(step, *agreed)
+        self.stopped = self._preempted(agreed)
         return True
+
+    def _preempted(self, agreed):
+        step = callbacks_lib.current_step(self.model)
+        return TrainingPreempted(step, *agreed, last_step=step == self.last_step)
 
     def _agree(self):
         """`(signum, worker)` of a signal received by this worker (worker

@@ -415,7 +415,9 @@ def run_training(
     nan_stop = callbacks_lib.StopOnNaN()
     # Kept after the last step, so rerunning a finished run is a no-op.
     backup = callbacks_lib.ResumableBackup(backup_dir, steps_per_checkpoint, batching)
-    preemption = preemption_lib.SaveOnPreemption(backup, strategy_obj)
+    preemption = preemption_lib.SaveOnPreemption(
+        backup, strategy_obj, last_step=train_steps
+    )
     bleu = None
     # In this order at each interval's end: the logs, the checkpoint, BLEU
     # (into the logs), TensorBoard, and then the backup, which moves the

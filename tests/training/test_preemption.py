@@ -74,13 +74,13 @@ def backup_dir(result_or_folder):
 
 
 class PreemptionTest(TestCase):
-    def run_until_stopped(self, step, folder, **settings):
-        """`run_tiny_training` that a signal must stop at `step`; returns
-        what it printed."""
+    def run_until_stopped(self, message, folder, **settings):
+        """`run_tiny_training` that a signal must stop with `message` (a
+        regular expression); returns what it printed."""
         printed = io.StringIO()
         with (
             contextlib.redirect_stdout(printed),
-            self.assertRaisesRegex(preemption.TrainingPreempted, f"at step {step},"),
+            self.assertRaisesRegex(preemption.TrainingPreempted, message),
         ):
             run_tiny_training(folder, **settings)
         return printed.getvalue()
@@ -141,7 +141,7 @@ class PreemptionTest(TestCase):
         folder = fixtures.tempdir(self)
         settings = {"train_steps": 6, "bleu_every_steps": 2, "bleu_max_sentences": 2}
         printed = self.run_until_stopped(
-            4, folder, extra_callbacks=(SignalDuring(4),), **settings
+            "at step 4,", folder, extra_callbacks=(SignalDuring(4),), **settings
         )
         # Translating the dev set could outlast the grace period.
         self.assertIn("step 2: dev BLEU", printed)
@@ -157,7 +157,11 @@ class PreemptionTest(TestCase):
         # Ctrl-C during the last step: the run stops there too, without its
         # final BLEU and model, which the rerun writes without training.
         printed = self.run_until_stopped(
-            6, folder, extra_callbacks=(SignalDuring(6, signal.SIGINT),), **settings
+            "^Training stopped on SIGINT at its last step 6, where its backup is "
+            "saved: rerun the same command to finish the run",
+            folder,
+            extra_callbacks=(SignalDuring(6, signal.SIGINT),),
+            **settings,
         )
         self.assertNotIn("dev BLEU", printed)
         model_path = os.path.join(folder, "run", "model.keras")
@@ -185,7 +189,7 @@ class PreemptionTest(TestCase):
         recorder = StepRecorder()
         with mock.patch.object(callbacks_lib, "save_model", signal_while_saving):
             printed = self.run_until_stopped(
-                4, folder, extra_callbacks=(recorder,), **settings
+                "at step 4,", folder, extra_callbacks=(recorder,), **settings
             )
         # Not a step more, and no dev BLEU (it could outlast the grace
         # period): the interval's backup, once its checkpoint is whole.
@@ -202,7 +206,7 @@ class PreemptionTest(TestCase):
         # During the final model's save: the run stops once it is whole.
         handler = signal.getsignal(signal.SIGTERM)
         with mock.patch.object(callbacks_lib, "save_model", signal_while_saving):
-            self.run_until_stopped(6, folder, **settings)
+            self.run_until_stopped("at its last step 6,", folder, **settings)
         self.assertIs(signal.getsignal(signal.SIGTERM), handler)
         model = keras.saving.load_model(os.path.join(folder, "run", "model.keras"))
         self.assertEqual(callbacks_lib.current_step(model), 6)
