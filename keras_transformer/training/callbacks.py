@@ -281,6 +281,23 @@ class KeepLastCheckpoints(keras.callbacks.Callback):
             tf.io.gfile.remove(path)
 
 
+def logged_steps(summary_dir: str, tag: str) -> list[int]:
+    """The steps of the TensorBoard summaries `tag` in the event files of
+    `summary_dir`, file by file in the order written (a truncated file,
+    from a killed process, up to its end)."""
+    steps = []
+    for path in sorted(tf.io.gfile.glob(os.path.join(summary_dir, "events.out.*"))):
+        try:
+            for record in tf.data.TFRecordDataset(path):
+                event = tf.compat.v1.Event.FromString(record.numpy())
+                steps += [
+                    event.step for value in event.summary.value if value.tag == tag
+                ]
+        except tf.errors.DataLossError:
+            pass
+    return steps
+
+
 class StepTensorBoard(keras.callbacks.TensorBoard):
     """`keras.callbacks.TensorBoard` that writes each epoch's logs at the
     optimizer step it ended at, not at the epoch's number.
@@ -441,7 +458,12 @@ class BleuEvaluator(keras.callbacks.Callback):
         if self._trained or step < self.final_step:
             return
         self._evaluate(step, logs)
-        if self.summary_dir and self._last_evaluated == step:
+        if (
+            self.summary_dir
+            and self._last_evaluated == step
+            # Not again for a run that scored it (a rerun of a rerun).
+            and step not in logged_steps(self.summary_dir, "epoch_bleu")
+        ):
             writer = tf.summary.create_file_writer(self.summary_dir)
             with writer.as_default(step=step):
                 tf.summary.scalar("epoch_bleu", self.last_scores.bleu)

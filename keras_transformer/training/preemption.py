@@ -31,7 +31,7 @@ class TrainingPreempted(Exception):
         worker: a worker that received it, when this one did not (under a
             multi-worker strategy every worker stops at the same step).
         last_step: whether `step` is the run's last: the rerun trains no
-            more, it writes the final model (and dev BLEU).
+            more, it writes the final model (and dev BLEU, if evaluated).
 
     Attributes:
         exit_status: what a shell reports for a process the signal ended
@@ -52,7 +52,7 @@ class TrainingPreempted(Exception):
         self.exit_status = 128 + signum
         where = "" if worker is None else f" (sent to worker {worker})"
         rerun = (
-            "finish the run (its final model and dev BLEU)"
+            "finish the run, which trains no more steps"
             if last_step
             else "resume from there"
         )
@@ -164,17 +164,15 @@ class SaveOnPreemption(keras.callbacks.Callback):
         """
         return self._agree() is not None
 
-    def raise_if_signalled(self):
-        """Raises the `TrainingPreempted` of a signal received in the block,
-        also after training (e.g. while the final model was saved): under a
-        multi-worker strategy, on every worker if any received one (a
-        collective, as `signalled_anywhere`)."""
+    def agree_on_signals(self):
+        """Sets `stopped` for a signal received in the block that stopped no
+        `fit` (e.g. one during the final model's save): under a multi-worker
+        strategy, on every worker if any received one (a collective, as
+        `signalled_anywhere`)."""
         if self.stopped is None:
             agreed = self._agree()
             if agreed is not None:
                 self.stopped = self._preempted(agreed)
-        if self.stopped is not None:
-            raise self.stopped
 
     def _receive(self, signum, frame):
         # Only noted here: the step, or the file, under way ends first.

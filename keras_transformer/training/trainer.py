@@ -466,16 +466,20 @@ def run_training(
                 callbacks=run_callbacks,
                 verbose=verbose,
             )
+            if nan_stop.nan_step is None:
+                if preemption.stopped is None and not preemption.pending:
+                    # In the block: a signal during the save waits for a
+                    # whole file.
+                    callbacks_lib.save_model(model, paths["model_path"])
+                # Every worker alike (a collective: in the `try`, for a
+                # worker lost meanwhile).
+                preemption.agree_on_signals()
         except tf.errors.OpError as error:
             lost = distribution.lost_worker_error(
                 strategy_obj, error, backup.saved_step
             )
             if lost is None:
                 raise
-        finished = lost is None and nan_stop.nan_step is None
-        if finished and preemption.stopped is None and not preemption.pending:
-            # In the block: a signal during the save waits for a whole file.
-            callbacks_lib.save_model(model, paths["model_path"])
     if lost is not None:
         # Outside the handler, the failed step's frames are garbage: among
         # them a thread pool of TensorFlow's eager all-reduce, left open when
@@ -499,8 +503,9 @@ def run_training(
             f"mixed_precision={mixed_precision}, "
             f"learning_rate_scale={learning_rate_scale}"
         )
-    # Also at the last step: the rerun scores and saves the final model.
-    preemption.raise_if_signalled()
+    if preemption.stopped is not None:
+        # Also at the last step: the rerun scores and saves the final model.
+        raise preemption.stopped
     step = callbacks_lib.current_step(model)
     return TrainingResult(
         step=step,

@@ -2,7 +2,6 @@
 saved there, and a rerun that goes on as if never stopped."""
 
 import contextlib
-import glob
 import io
 import os
 import signal
@@ -61,12 +60,7 @@ class StepRecorder(keras.callbacks.Callback):
 def logged_steps(log_dir, tag="epoch_loss"):
     """The steps of the training TensorBoard summaries `tag` in `log_dir`,
     in the order written."""
-    steps = []
-    for path in sorted(glob.glob(os.path.join(log_dir, "train", "events.out.*"))):
-        for record in tf.data.TFRecordDataset(path):
-            event = tf.compat.v1.Event.FromString(record.numpy())
-            steps += [event.step for value in event.summary.value if value.tag == tag]
-    return steps
+    return callbacks_lib.logged_steps(os.path.join(log_dir, "train"), tag)
 
 
 def backup_dir(result_or_folder):
@@ -158,7 +152,7 @@ class PreemptionTest(TestCase):
         # final BLEU and model, which the rerun writes without training.
         printed = self.run_until_stopped(
             "^Training stopped on SIGINT at its last step 6, where its backup is "
-            "saved: rerun the same command to finish the run",
+            "saved: rerun the same command to finish the run, which trains no",
             folder,
             extra_callbacks=(SignalDuring(6, signal.SIGINT),),
             **settings,
@@ -172,7 +166,9 @@ class PreemptionTest(TestCase):
         self.assertIsNotNone(result.dev_bleu)
         self.assertTrue(os.path.exists(result.model_path))
         # Its final BLEU joins the curve (outside an epoch, whose logs
-        # TensorBoard would write).
+        # TensorBoard would write), once: a rerun of the rerun adds nothing.
+        self.assertEqual(logged_steps(result.log_dir, "epoch_bleu"), [2, 6])
+        run_tiny_training(folder, **settings)
         self.assertEqual(logged_steps(result.log_dir, "epoch_bleu"), [2, 6])
 
     @pytest.mark.slow
