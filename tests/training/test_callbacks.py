@@ -122,10 +122,11 @@ class CallbacksTest(TestCase):
             final_step=6,
             interrupted=lambda: len(calls) == 2,
         )
-        with self.assertLogs(level="WARNING") as logs:
+        with self.assertLogs("absl", "WARNING") as logs:
             _, history = self.fit([bleu], epochs=1)
         self.assertEqual(calls, [32, 32])
-        self.assertIn("abandoned after 64 of 70 sentences", logs.output[0])
+        (message,) = logs.output
+        self.assertIn("abandoned after 64 of 70 sentences", message)
         self.assertIsNone(bleu.last_scores)
         self.assertNotIn("bleu", history.history)
         # Pending before it starts: not one batch.
