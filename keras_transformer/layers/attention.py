@@ -11,6 +11,7 @@ from keras import ops
 from keras_transformer.layers import masks
 from keras_transformer.layers.checks import (
     check_bool,
+    check_built,
     check_positive_int,
     check_rate,
     check_sequence_shape,
@@ -82,17 +83,48 @@ def scaled_dot_product_attention(
 
 
 def _write_step(cache, step, index):
-    """The cache [B, N, L, H] with `step` [B, N, 1, H] at position `index`.
+    """The cache [B, N, L, H] with `step` [B, N, T, H] at positions `index`
+    to `index + T - 1` (a decoding step, T = 1, or a chunk of positions).
 
-    A scatter of the B * N new rows rather than a select over all L
+    A scatter of the B * N * T new rows rather than a select over all L
     positions: it reads the cache once (a copy) instead of twice plus a
     mask, and XLA turns it into an in-place dynamic-update-slice.
     """
-    batch, heads = tf.shape(cache)[0], cache.shape[1]
-    rows, columns = tf.meshgrid(tf.range(batch), tf.range(heads), indexing="ij")
-    positions = tf.fill([batch, heads], tf.cast(index, tf.int32))
-    indices = tf.stack([rows, columns, positions], axis=-1)  # [B, N, 3]
-    return tf.tensor_scatter_nd_update(cache, indices, step[:, :, 0, :])
+    batch, heads, steps = tf.shape(step)[0], step.shape[1], tf.shape(step)[2]
+    rows, columns, positions = tf.meshgrid(
+        tf.range(batch),
+        tf.range(heads),
+        tf.cast(index, tf.int32) + tf.range(steps),
+        indexing="ij",
+    )
+    indices = tf.stack([rows, columns, positions], axis=-1)  # [B, N, T, 3]
+    return tf.tensor_scatter_nd_update(cache, indices, step)
+
+
+def _check_cache_positions(query, cache, cache_index, in_place):
+    """Raises a ValueError, rather than a scatter's or gather's error from
+    inside TensorFlow, when the query's positions from `cache_index` on do
+    not fit in a fixed-size or in-place cache (checked where the values are
+    known: a Python or eager index; in a graph loop the loop bounds them),
+    or when an in-place cache is given more than one position."""
+    steps = query.shape[1]
+    if in_place and steps is not None and steps != 1:
+        raise ValueError(
+            "An in-place cache takes one query position per call (a decoding "
+            "step). Use a fixed-size cache (`initial_cache(batch_size, "
+            "max_length)`) for several positions at once. Received: query of "
+            f"shape {tuple(query.shape)}"
+        )
+    index = tf.get_static_value(cache_index)
+    length = cache["key"].shape[1 if in_place else 2]
+    if index is None or steps is None:
+        return
+    if index < 0 or (length is not None and index + steps > length):
+        raise ValueError(
+            f"`cache_index` {index} with {steps} query position(s) does not "
+            f"fit in the cache's {length} positions: it must be in [0, "
+            f"{length} - T]. Build the cache with a larger `max_length`."
+        )
 
 
 def _write_in_place(cache, step, index):
@@ -189,6 +221,23 @@ def _group_queries(query, memory_batch):
     return _swap_heads_and_positions(query)
 
 
+def _check_grouped_batches(query, key, attention_mask):
+    """Raises a ValueError, where the sizes are known, unless the query
+    batch is a multiple of the projected memory's (G queries of each memory
+    row, consecutive) and a [B, 1, S] mask is of the memory's batch (as the
+    docstring says), rather than a reshape's error inside TensorFlow."""
+    queries, rows = query.shape[0], key.shape[0]
+    if None not in (queries, rows) and queries % rows:
+        raise ValueError(
+            "With projected memory, the query batch must be a multiple G of "
+            "the memory batch: the G queries (beams) of each memory row, "
+            f"consecutive. Received: query of shape {tuple(query.shape)}, "
+            f"memory keys of shape {tuple(key.shape)}"
+        )
+    if attention_mask is not None and len(attention_mask.shape) >= 3:
+        _check_static_dim("attention_mask", attention_mask, 0, "memory['key']", key, 0)
+
+
 def _ungroup(weights):
     """[B, N, G, S] -> [B * G, N, 1, S], the inverse of `_group_queries`."""
     weights = _swap_heads_and_positions(weights)  # [B, G, N, S]
@@ -245,8 +294,9 @@ class MultiHeadAttention(keras.layers.Layer):
             [B, N, L, H_k] and "value" [B, N, L, H_v] of the positions before
             the query's ([B, L, N, H] in place).
         cache_index: int32 scalar, the position of the query in a
-            fixed-size or in-place cache (T = 1); None appends the query's
-            keys and values to a growing cache.
+            fixed-size cache (its T positions are written from there on)
+            or in an in-place cache (T = 1); None appends the query's keys
+            and values to a growing cache.
         cache_rows: with an in-place cache, the rows [B, N, S] the query
             attends, of `in_place_cache_rows`.
         return_attention_weights: also return the float32 weights
@@ -381,6 +431,7 @@ class MultiHeadAttention(keras.layers.Layer):
             dict of "inputs" and "output", each `(kernel, bias)` of
             `projection.decoding_projection` in the compute dtype.
         """
+        check_built(self, "decoding_weights")
         names = ("query",) if cross_attention else ("query", "key", "value")
         inputs = decoding_projection(
             [getattr(self, f"{name}_kernel") for name in names],
@@ -401,6 +452,7 @@ class MultiHeadAttention(keras.layers.Layer):
         Returns:
             dict of "key" [B, N, S, H_k] and "value" [B, N, S, H_v].
         """
+        check_built(self, "project_memory")
         # Called outside `__call__`, whose autocast scope would otherwise
         # read the kernels in the compute dtype (a no-op in float32).
         dtype = self.compute_dtype
@@ -414,9 +466,7 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         return {"key": key, "value": value}
 
-    def initial_cache(
-        self, batch_size, max_length=None, dtype="float32", in_place=False
-    ):
+    def initial_cache(self, batch_size, max_length=None, dtype=None, in_place=False):
         """An empty self-attention cache.
 
         Args:
@@ -424,7 +474,8 @@ class MultiHeadAttention(keras.layers.Layer):
             max_length: L, the positions of a fixed-size cache that calls
                 write at `cache_index`; None for a growing cache (L = 0
                 at first, call without `cache_index`).
-            dtype: the compute dtype.
+            dtype: the cache's dtype; defaults to the layer's compute
+                dtype (the dtype of the keys and values a call writes).
             in_place: with `max_length`, a cache that calls write in place
                 at `cache_index` and read at `cache_rows`: for one
                 `tf.while_loop` that passes it from step to step and
@@ -438,6 +489,7 @@ class MultiHeadAttention(keras.layers.Layer):
         Raises:
             ValueError: if `in_place` is asked without `max_length`.
         """
+        dtype = self.compute_dtype if dtype is None else dtype
         if in_place:
             if max_length is None:
                 raise ValueError(
@@ -490,6 +542,7 @@ class MultiHeadAttention(keras.layers.Layer):
             key, value = memory["key"], memory["value"]
             grouped = query.shape[1] == 1
             if grouped:
+                _check_grouped_batches(query, key, attention_mask)
                 q = _group_queries(q, ops.shape(key)[0])
         elif memory is None:
             q, key, value = self._project(
@@ -499,6 +552,10 @@ class MultiHeadAttention(keras.layers.Layer):
                 training,
                 fused,
             )
+            if cache is not None and cache_index is not None:
+                _check_cache_positions(
+                    query, cache, cache_index, in_place=cache_rows is not None
+                )
             if cache_rows is not None:
                 new_cache = {
                     "key": _write_in_place(cache["key"], key, cache_index),

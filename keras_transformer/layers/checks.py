@@ -61,3 +61,16 @@ def check_sequence_shape(layer, argument, shape):
             "keras.Input((None, d_model))). "
             f"Received: {argument} of shape {None if shape is None else tuple(shape)}"
         )
+
+
+def check_built(layer, method):
+    """Raises a ValueError naming `method` when `layer` has not created its
+    weights yet (its sublayers and kernels come from `build`), instead of an
+    AttributeError on a missing one."""
+    if not layer.built:
+        name = type(layer).__name__
+        raise ValueError(
+            f"{name}.{method} reads the layer's weights, which {name} creates "
+            "when it is built: call the layer on inputs once (or `build` it) "
+            "first."
+        )

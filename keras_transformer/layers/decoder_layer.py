@@ -8,7 +8,7 @@ L cache length.
 import keras
 
 from keras_transformer.layers import masks
-from keras_transformer.layers.checks import check_sequence_shape
+from keras_transformer.layers.checks import check_built, check_sequence_shape
 from keras_transformer.layers.encoder_layer import TransformerEncoderLayer
 from keras_transformer.layers.residual import ResidualConnection
 
@@ -35,9 +35,9 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
             Keras passes itself.
         self_attention_cache: dict "key"/"value" [B, N, L, H] of
             `self_attention.initial_cache`, for incremental decoding.
-        cache_index: int32 scalar position of the step being decoded
-            (T = 1) in a fixed-size or in-place cache; None for a growing
-            cache.
+        cache_index: int32 scalar position of the first of the T
+            positions being decoded in a fixed-size cache (T = 1 in an
+            in-place cache); None for a growing cache.
         cache_rows: the rows an in-place cache is read at (see
             `MultiHeadAttention`).
         cross_attention_cache: the encoder keys/values of
@@ -144,6 +144,7 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
         `MultiHeadAttention.decoding_weights` and
         `PositionwiseFeedForward.decoding_weights`): a dict of
         "self_attention", "cross_attention" and "feed_forward"."""
+        check_built(self, "decoding_weights")
         return {
             "self_attention": self.self_attention.decoding_weights(),
             "cross_attention": self.cross_attention.decoding_weights(

@@ -6,7 +6,7 @@ Shape legend: B batch, T length, D d_model, F d_ff.
 import keras
 from keras import ops
 
-from keras_transformer.layers.checks import check_positive_int, check_rate
+from keras_transformer.layers.checks import check_built, check_positive_int, check_rate
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.initializers import initializer_copy
 from keras_transformer.layers.projection import (
@@ -94,6 +94,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
             outer_bias [D'])` in the compute dtype; None for a quantized
             layer (its own weights serve).
         """
+        check_built(self, "decoding_weights")
         if self.inner.quantization_mode or self.outer.quantization_mode:
             return None
         dtype = self.compute_dtype

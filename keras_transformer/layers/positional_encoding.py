@@ -95,6 +95,14 @@ def _check_even(d_model):
         )
 
 
+_TOO_LONG = (
+    "LearnedPositionalEmbedding: the sequence is longer than the learned "
+    "position table (max_length). Build the layer with a larger max_length, "
+    "or use SinusoidalPositionalEncoding (TransformerConfig's "
+    "positional='sinusoidal'), which has no limit."
+)
+
+
 @keras.saving.register_keras_serializable(package="keras_transformer")
 class LearnedPositionalEmbedding(keras.layers.Layer):
     """Adds a learned position embedding (Table 3, row E).
@@ -132,28 +140,42 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs, start_index=0):
-        check_sequence_shape(type(self).__name__, "inputs", inputs.shape)
+        self._check_static_length(inputs, start_index)
         length = ops.shape(inputs)[1]
-        end = start_index + length
         check = tf.debugging.assert_less_equal(
-            end,
-            self.max_length,
-            message=(
-                "LearnedPositionalEmbedding: the sequence is longer than "
-                "the learned position table (max_length). Build the layer "
-                "with a larger max_length, or use "
-                "SinusoidalPositionalEncoding (TransformerConfig's "
-                "positional='sinusoidal'), which has no limit."
-            ),
+            start_index + length, self.max_length, message=_TOO_LONG
         )
+        # A slice, not a gather: XLA drops the assertion and clamps a
+        # gather's indices (positions past the table would reuse its last
+        # row), but fails to compile a slice past the table's end.
         with tf.control_dependencies([check]):
-            positions = ops.arange(length) + start_index
-        encoding = ops.take(self.table, positions, axis=0)
+            encoding = tf.slice(
+                self.table,
+                tf.stack([tf.cast(start_index, tf.int32), 0]),
+                tf.stack([length, self.table.shape[1]]),
+                name="positions_within_max_length",
+            )
         return inputs + ops.cast(encoding, inputs.dtype)
+
+    def _check_static_length(self, inputs, start_index):
+        """Raises the ValueError of a sequence past the table when its
+        positions are known while tracing (a symbolic `keras.Input`, an
+        eager call, a static batch shape), before any kernel runs."""
+        check_sequence_shape(type(self).__name__, "inputs", inputs.shape)
+        start, length = tf.get_static_value(start_index), inputs.shape[1]
+        if None not in (start, length) and start + length > self.max_length:
+            raise ValueError(
+                f"{_TOO_LONG} Received: positions {start} to "
+                f"{start + length - 1}, max_length={self.max_length}"
+            )
 
     def compute_output_shape(self, input_shape):
         check_sequence_shape(type(self).__name__, "inputs", input_shape)
         return input_shape
+
+    def compute_output_spec(self, inputs, start_index=0):
+        self._check_static_length(inputs, start_index)
+        return keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()

@@ -130,6 +130,12 @@ class Dense(keras.layers.Dense):
         [..., O].
     """
 
+    def quantize(self, mode=None, type_check=True, config=None):
+        # Keras's `Dense.quantize` refuses subclasses by default, as they
+        # may change `call`; a quantized layer of this one runs Keras's own
+        # `quantized_call`, so `model.quantize` may quantize it as a Dense.
+        super().quantize(mode, type_check=False, config=config)
+
     def call(self, inputs, training=None):
         if not training:
             return super().call(inputs, training=training)

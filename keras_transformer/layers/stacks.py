@@ -5,7 +5,7 @@ Shape legend: B batch, S source length, T target length, D d_model.
 
 import keras
 
-from keras_transformer.layers.checks import check_positive_int
+from keras_transformer.layers.checks import check_built, check_positive_int
 from keras_transformer.layers.decoder_layer import TransformerDecoderLayer
 from keras_transformer.layers.encoder_layer import (
     TransformerEncoderLayer,
@@ -190,8 +190,9 @@ class TransformerDecoder(_Stack):
             which Keras passes itself.
         self_attention_cache: list of N per-layer caches (see
             `initial_cache`), for incremental decoding.
-        cache_index: int32 scalar, the position of the step (T = 1) in
-            fixed-size or in-place caches; None for growing caches.
+        cache_index: int32 scalar, the position of the first of the T
+            positions in fixed-size caches (T = 1 in in-place caches);
+            None for growing caches.
         cache_rows: the rows in-place caches are read at, shared by the
             layers (see `MultiHeadAttention`).
         cross_attention_cache: list of N per-layer projected encoder
@@ -219,6 +220,7 @@ class TransformerDecoder(_Stack):
 
     def project_memory(self, memory):
         """Per-layer encoder keys/values, computed once per source batch."""
+        check_built(self, "project_memory")
         return [
             layer.cross_attention.project_memory(memory) for layer in self.sublayers
         ]
@@ -226,14 +228,14 @@ class TransformerDecoder(_Stack):
     def decoding_weights(self):
         """Per-layer `TransformerDecoderLayer.decoding_weights()`, computed
         once per decoding call."""
+        check_built(self, "decoding_weights")
         return [layer.decoding_weights() for layer in self.sublayers]
 
-    def initial_cache(
-        self, batch_size, max_length=None, dtype="float32", in_place=False
-    ):
+    def initial_cache(self, batch_size, max_length=None, dtype=None, in_place=False):
         """Per-layer empty self-attention caches: fixed-size ones of
         `max_length` positions (in place with `in_place`), or growing ones
-        when it is None."""
+        when it is None; of the layers' compute dtype unless `dtype` says."""
+        check_built(self, "initial_cache")
         return [
             layer.self_attention.initial_cache(batch_size, max_length, dtype, in_place)
             for layer in self.sublayers

@@ -8,6 +8,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_transformer import tokens
+from keras_transformer.checks import is_integer, is_real
 from keras_transformer.layers.masks import keras_mask
 
 
@@ -71,13 +72,13 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
                 f"Received: reduction={reduction!r}"
             )
         super().__init__(name=name, reduction=reduction, **kwargs)
-        if not 0.0 <= label_smoothing < 1.0:
+        if not is_real(label_smoothing) or not 0.0 <= label_smoothing < 1.0:
             raise ValueError(
-                "`label_smoothing` must be in [0, 1). "
-                f"Received: label_smoothing={label_smoothing}"
+                "`label_smoothing` must be a number in [0, 1) (paper: 0.1). "
+                f"Received: label_smoothing={label_smoothing!r}"
             )
-        self.label_smoothing = label_smoothing
-        self.pad_id = pad_id
+        self.label_smoothing = float(label_smoothing)
+        self.pad_id = check_pad_id(pad_id)
 
     def __call__(self, y_true, y_pred, sample_weight=None):
         # Keras's `Loss.__call__` would multiply the token mean that `call`
@@ -120,6 +121,18 @@ def token_labels(y_true, y_pred):
     if len(labels.shape) == len(y_pred.shape) and labels.shape[-1] == 1:
         labels = ops.squeeze(labels, axis=-1)
     return labels
+
+
+def check_pad_id(pad_id):
+    """Returns `pad_id` as an int; raises a ValueError unless it is an
+    integer label id (a string or a float would fail inside TensorFlow at
+    the first batch, or count padding as tokens)."""
+    if not is_integer(pad_id):
+        raise ValueError(
+            "`pad_id` must be an integer label id (the padding id, 0 here). "
+            f"Received: pad_id={pad_id!r}"
+        )
+    return int(pad_id)
 
 
 def token_weights(labels, pad_id, sample_weight=None, mask=None):

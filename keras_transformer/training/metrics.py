@@ -9,7 +9,11 @@ from keras import ops
 
 from keras_transformer import tokens
 from keras_transformer.layers.masks import keras_mask
-from keras_transformer.training.losses import token_labels, token_weights
+from keras_transformer.training.losses import (
+    check_pad_id,
+    token_labels,
+    token_weights,
+)
 
 
 class _MaskedTokenMean(keras.metrics.Metric):
@@ -24,7 +28,7 @@ class _MaskedTokenMean(keras.metrics.Metric):
 
     def __init__(self, pad_id=tokens.PAD_ID, name=None, dtype="float32"):
         super().__init__(name=name, dtype=dtype)
-        self.pad_id = pad_id
+        self.pad_id = check_pad_id(pad_id)
         self.total = self.add_variable((), initializer="zeros", name="total")
         self.count = self.add_variable((), initializer="zeros", name="count")
 

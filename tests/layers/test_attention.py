@@ -125,6 +125,48 @@ class MultiHeadAttentionTest(TestCase):
             steps.append(out.numpy()[:, 0])
         self.assertAllClose(np.stack(steps, 1), full, atol=1e-5)
 
+    def test_fixed_cache_takes_a_chunk_of_positions_then_steps(self):
+        # A prompt written at once (a causal mask inside the chunk), then
+        # steps: every position's keys and values land in the cache.
+        layer = self.make_layer()
+        x = np.random.default_rng(5).normal(size=(2, 5, 12)).astype("float32")
+        full = layer(x, use_causal_mask=True).numpy()
+        out, cache = layer(x[:, :3], cache=layer.initial_cache(2, 6), cache_index=0)
+        steps = [out.numpy()]
+        for t in range(3, 5):
+            out, cache = layer(x[:, t : t + 1], cache=cache, cache_index=t)
+            steps.append(out.numpy())
+        self.assertAllClose(np.concatenate(steps, 1), full, atol=1e-5)
+        self.assertAllClose(cache["key"][:, :, 5], np.zeros((2, 4, 8)), atol=0)
+
+    def test_positions_past_a_fixed_cache_are_named(self):
+        layer = self.make_layer()
+        x = np.ones((2, 3, 12), "float32")
+        with self.assertRaisesRegex(ValueError, r"`cache_index` 3 with 3 .* 5 pos"):
+            layer(x, cache=layer.initial_cache(2, 5), cache_index=3)
+        with self.assertRaisesRegex(ValueError, "`cache_index` -1"):
+            layer(x[:, :1], cache=layer.initial_cache(2, 5), cache_index=-1)
+        in_place = layer.initial_cache(2, 5, in_place=True)
+        rows = in_place_cache_rows(tf.zeros((2, 5), tf.int32), 0, 4)[1]
+        with self.assertRaisesRegex(ValueError, "one query position per call"):
+            layer(x, cache=in_place, cache_index=0, cache_rows=rows)
+        with self.assertRaisesRegex(ValueError, "`cache_index` 5 with 1"):
+            layer(x[:, :1], cache=in_place, cache_index=5, cache_rows=rows)
+
+    def test_grouped_queries_of_another_batch_or_a_tiled_mask_are_named(self):
+        layer = self.make_layer()
+        queries = np.ones((6, 1, 12), "float32")
+        layer(queries, memory=np.ones((6, 7, 12), "float32"))
+        memory = layer.project_memory(np.ones((2, 7, 12), "float32"))
+        with self.assertRaisesRegex(ValueError, "a multiple G of the memory batch"):
+            layer(queries[:5], memory=memory)
+        tiled_mask = np.ones((6, 1, 7), bool)
+        with self.assertRaisesRegex(
+            ValueError,
+            r"Axis 0 of `attention_mask` must match axis 0 of `memory\['key'\]",
+        ):
+            layer(queries, memory=memory, attention_mask=tiled_mask)
+
     def test_growing_cache_equals_full_causal_pass(self):
         layer = self.make_layer()
         x = np.random.default_rng(4).normal(size=(2, 5, 12)).astype("float32")

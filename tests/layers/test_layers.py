@@ -674,6 +674,48 @@ class DecoderMemoryTest(TestCase):
                     decoder(inputs)
 
 
+class DecodingHelpersTest(TestCase):
+    def test_helpers_of_an_unbuilt_layer_say_to_build_it(self):
+        decoder = layers.TransformerDecoder(num_layers=1, num_heads=2, d_ff=16)
+        decoder_layer = layers.TransformerDecoderLayer(num_heads=2, d_ff=16)
+        attention = layers.MultiHeadAttention(2, 4)
+        feed_forward = layers.PositionwiseFeedForward(16)
+        memory = np.ones((2, 3, 8), "float32")
+        for layer, name, call in (
+            (decoder, "initial_cache", lambda: decoder.initial_cache(2, 4)),
+            (decoder, "project_memory", lambda: decoder.project_memory(memory)),
+            (decoder, "decoding_weights", decoder.decoding_weights),
+            (decoder_layer, "decoding_weights", decoder_layer.decoding_weights),
+            (attention, "project_memory", lambda: attention.project_memory(memory)),
+            (attention, "decoding_weights", attention.decoding_weights),
+            (feed_forward, "decoding_weights", feed_forward.decoding_weights),
+        ):
+            message = rf"{type(layer).__name__}\.{name} .* call the layer"
+            with (
+                self.subTest(type(layer).__name__, method=name),
+                self.assertRaisesRegex(ValueError, message),
+            ):
+                call()
+
+    def test_caches_take_the_compute_dtype_of_the_layers(self):
+        decoder = layers.TransformerDecoder(
+            num_layers=1, num_heads=2, d_ff=16, dtype="mixed_bfloat16"
+        )
+        x = np.ones((2, 1, 8), "float32")
+        decoder(x, memory=x)
+        for max_length in (None, 4):
+            (cache,) = decoder.initial_cache(2, max_length)
+            _, (new_cache,) = decoder(
+                x,
+                memory=x,
+                self_attention_cache=[cache],
+                cache_index=None if max_length is None else 0,
+            )
+            for name in ("key", "value"):
+                self.assertEqual(cache[name].dtype, "bfloat16")
+                self.assertEqual(new_cache[name].dtype, cache[name].dtype)
+
+
 class PaddingMaskTest(TestCase):
     def test_output_shape(self):
         layer = layers.PaddingMask()

@@ -3,6 +3,7 @@ import re
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from keras_transformer import layers
 from tests.test_case import TestCase
@@ -82,6 +83,23 @@ class LearnedPositionalEmbeddingTest(TestCase):
         layer = layers.LearnedPositionalEmbedding(max_length=4)
         with self.assertRaisesRegex(Exception, "longer than the learned"):
             layer(np.zeros((1, 5, 3), "float32"))
+
+    def test_too_long_input_fails_in_a_symbolic_model_and_under_xla(self):
+        layer = layers.LearnedPositionalEmbedding(max_length=4)
+        with self.assertRaisesRegex(ValueError, "positions 0 to 5, max_length=4"):
+            layer(keras.Input((6, 3)))
+        # A dynamic length under XLA: the assertion is dropped there, and a
+        # gather would clamp positions 4 and 5 to the table's last row.
+        call = tf.function(
+            layer.__call__,
+            jit_compile=True,
+            input_signature=[tf.TensorSpec([None, None, 3], tf.float32)],
+        )
+        self.assertAllClose(call(np.zeros((1, 4, 3), "float32"))[0], layer.table)
+        with self.assertRaisesRegex(
+            tf.errors.InvalidArgumentError, "positions_within_max_length"
+        ):
+            call(np.zeros((1, 6, 3), "float32"))
 
     def test_bad_max_length(self):
         with self.assertRaisesRegex(ValueError, "max_length=0"):

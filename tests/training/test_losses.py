@@ -194,8 +194,16 @@ class LabelSmoothedCrossEntropyTest(TestCase):
         )
 
     def test_bad_smoothing(self):
-        with self.assertRaisesRegex(ValueError, "label_smoothing=1.0"):
-            LabelSmoothedCrossEntropy(1.0)
+        for value in (1.0, -0.1, "0.1", True):
+            with self.assertRaisesRegex(ValueError, f"label_smoothing={value!r}"):
+                LabelSmoothedCrossEntropy(value)
+
+    def test_a_pad_id_that_is_not_an_integer_is_named(self):
+        for make in (LabelSmoothedCrossEntropy, MaskedTokenAccuracy, Perplexity):
+            for value in ("0", 0.0, None):
+                with self.assertRaisesRegex(ValueError, f"pad_id={value!r}"):
+                    make(pad_id=value)
+        self.assertEqual(Perplexity(pad_id=np.int64(5)).get_config()["pad_id"], 5)
 
     def test_config_round_trip(self):
         for loss in (

@@ -131,6 +131,18 @@ class TransformerOptimizerTest(test_case.TestCase):
         )
         self.assertIsInstance(optimizer._learning_rate, TransformerSchedule)
 
+    def test_an_epsilon_that_rounds_to_zero_in_the_weights_dtype_is_refused(self):
+        # 1e-9 is 0 in float16: Adam would update zero-gradient weights by
+        # 0 / 0. In bfloat16 (float32's exponent range) it is not.
+        half = keras.Variable(np.ones(3), dtype="float16", name="half")
+        with self.assertRaisesRegex(
+            ValueError, r"`epsilon` 1e-09 is 0 in float16, .* weight `half`"
+        ):
+            transformer_optimizer(d_model=8).build([half])
+        transformer_optimizer(d_model=8, epsilon=1e-7).build([half])
+        brain = keras.Variable(np.ones(3), dtype="bfloat16", name="brain")
+        transformer_optimizer(d_model=8).build([brain])
+
 
 class StepCountingLossScaleOptimizerTest(test_case.TestCase):
     def assert_counts_skipped_steps(self, strategy=None, jit_compile=False):
