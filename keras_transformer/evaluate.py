@@ -29,7 +29,7 @@ from keras_transformer.commands import (
     progress_printer,
     same_file,
 )
-from keras_transformer.data.text_files import read_lines
+from keras_transformer.data.text_files import read_sentences
 from keras_transformer.training import run_checks
 
 FLAGS = flags.FLAGS
@@ -273,7 +273,7 @@ def _test_set(flag_values, src_lang: str, tgt_lang: str):
             flag_values.data_dir,
         )
     src, ref = flag_values.src, flag_values.ref
-    sources_, references = read_lines(src), read_lines(ref)
+    sources_, references = read_sentences(src, "src"), read_sentences(ref, "ref")
     if len(sources_) != len(references):
         raise ValueError(
             "--src and --ref must have one line per sentence. Received: "

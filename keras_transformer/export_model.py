@@ -278,9 +278,13 @@ def export(
         )
     if warmup_file:
         warmup_sentences = text_files.read_sentences(warmup_file, "warmup_file")
-    vocab = vocab or default_vocab(model_dir, checkpoints)
-    tokenizer = load_vocab(vocab)
     checkpoints = checkpoints or [os.path.join(model_dir, serving.MODEL_FILE)]
+    if vocab:
+        for checkpoint in checkpoints:
+            inference.vocab_beside(checkpoint, vocab)  # Not another run's.
+    else:
+        vocab = default_vocab(model_dir, checkpoints)
+    tokenizer = load_vocab(vocab)
     for checkpoint in checkpoints:
         serving.check_model_file(checkpoint)
     if overwrite:

@@ -195,8 +195,15 @@ def vocab_beside(checkpoint, vocab):
     directory (`serving.find_vocab`), or for a checkpoint of a training run
     (`<model_dir>/checkpoints/ckpt-<step>.keras`) in the run's directory.
     No other directory is searched: a `*.model` file of an unrelated
-    directory above would translate silently wrong."""
+    directory above would translate silently wrong.
+
+    Raises:
+        FileNotFoundError: if `vocab` is not given and none is found.
+        ValueError: if `vocab` is given but the model's training run wrote
+            another vocabulary (`serving.VOCAB_FILE`) beside it.
+    """
     if vocab:
+        _check_run_vocab(checkpoint, vocab)
         return vocab
     folders = model_folders(checkpoint)
     for candidate in folders:
@@ -209,6 +216,34 @@ def vocab_beside(checkpoint, vocab):
         f"No sentencepiece `*.model` vocabulary beside the model{where}; "
         f"pass --vocab PATH. Received: model={checkpoint}"
     )
+
+
+def _check_run_vocab(checkpoint, vocab) -> None:
+    """Raises a ValueError if the training run of `checkpoint` wrote its
+    vocabulary beside it (or in the run's directory) and `vocab` has other
+    pieces: a vocabulary of another run, of the same size, would translate
+    wrong without an error. A `vocab` that cannot be read is left to the
+    loader's error."""
+    from keras_transformer.data.tokenizer import vocabulary_pieces
+
+    for folder in model_folders(checkpoint):
+        own = os.path.join(folder, serving.VOCAB_FILE)
+        if not tf.io.gfile.exists(own):
+            continue
+        if os.path.realpath(own) == os.path.realpath(vocab):
+            return
+        try:
+            other = vocabulary_pieces(vocab) != vocabulary_pieces(own)
+        except (OSError, RuntimeError, tf.errors.OpError):
+            return
+        if other:
+            raise ValueError(
+                "--vocab is not the vocabulary the model was trained with: "
+                f"its training run wrote {own}, whose pieces differ. Drop "
+                "--vocab to use the run's own (or pass a copy of it). "
+                f"Received: vocab={vocab}, model={checkpoint}"
+            )
+        return
 
 
 def _check_translation_signature(loaded, export: str) -> None:

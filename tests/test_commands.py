@@ -237,7 +237,7 @@ class CommandsTest(TestCase):
             "evaluate", f"--model={self.model_dir}", f"--src={empty}", f"--ref={empty}"
         )
         self.assertEqual(result.returncode, 1)
-        self.assertIn("empty", result.stderr)
+        self.assertIn(f"The --src file {empty} is empty", result.stderr)
         self.assertNotIn("Traceback", result.stderr)
         short = fixtures.write(os.path.join(self.folder, "one.de"), "Eins.\n")
         result = run(

@@ -4,6 +4,7 @@ import ast
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -16,6 +17,7 @@ import pytest
 import tensorflow as tf
 
 from keras_transformer import inference, serving, warmup
+from keras_transformer.data.tokenizer import train_subword_vocab
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.training import averaging
 from tests.data import fixtures
@@ -643,6 +645,38 @@ class ServingHelpersTest(TestCase):
         self.assertEqual(inference.vocab_beside(model, None), vocab)
         self.assertEqual(inference.vocab_beside(checkpoint, None), vocab)
         self.assertEqual(inference.vocab_beside(model, "v.model"), "v.model")
+
+    def test_a_vocab_of_another_run_is_refused_where_the_run_wrote_its_own(self):
+        # Another run's vocabulary of the same size translated to garbage
+        # without a word (only the sizes were compared).
+        root = fixtures.tempdir(self)
+        run_dir = os.path.join(root, "run")
+        os.makedirs(os.path.join(run_dir, "checkpoints"))
+        own = shutil.copy(fixtures.model_path(), os.path.join(run_dir, "vocab.model"))
+        copy = shutil.copy(fixtures.model_path(), os.path.join(root, "copy.model"))
+        other = train_subword_vocab(
+            [sentence[::-1] for sentence in fixtures.sentences()],
+            fixtures.VOCAB_SIZE,
+            os.path.join(root, "other"),
+        )
+        for model in (
+            os.path.join(run_dir, "model.keras"),
+            os.path.join(run_dir, "checkpoints", "ckpt-2.keras"),
+        ):
+            self.assertEqual(inference.vocab_beside(model, copy), copy)
+            with self.assertRaisesRegex(
+                ValueError,
+                re.escape(
+                    "--vocab is not the vocabulary the model was trained with: "
+                    f"its training run wrote {own}, whose pieces differ. Drop "
+                    "--vocab to use the run's own (or pass a copy of it). "
+                    f"Received: vocab={other}, model={model}"
+                ),
+            ):
+                inference.vocab_beside(model, other)
+        # A model without its run's vocabulary beside it takes any.
+        elsewhere = os.path.join(root, "model.keras")
+        self.assertEqual(inference.vocab_beside(elsewhere, other), other)
 
     def test_saved_model_without_the_signature_is_named(self):
         # Another program's SavedModel: a KeyError traceback before.

@@ -265,7 +265,12 @@ def load_training_batches(
             num_batches=num_batches,
             padding_efficiency=batching.padding_efficiency(epoch),
         )
-    logging.info("Data %s/%s: %s", spec, split, stats)
+    # At once, not only in the run's summary at its end: a run stopped
+    # early says too what it dropped, and an overlong corpus shows before
+    # hours of training.
+    dropped = stats.dropped_empty + stats.dropped_overlong
+    log = logging.warning if dropped else logging.info
+    log("Data %s/%s: %s", spec, split, stats.describe())
     return TrainingBatches(
         examples=examples,
         stats=stats,
@@ -382,7 +387,8 @@ def load_or_train_tokenizer(
     The record also holds the size and modification time of the train
     split's files: when they changed since (the corpus was edited in
     place), the vocabulary is learned again if `relearn_if_changed`, else
-    kept with a warning.
+    kept with a warning; so is one of another size than `vocab_size`
+    (kept without a warning: the caller refuses the size).
 
     Args:
         spec: a `DataSpec` or `--data` string.
@@ -393,9 +399,10 @@ def load_or_train_tokenizer(
         vocab_size: pieces to learn; defaults to the paper's size for the
             pair (`sources.default_vocab_size`).
         data_dir: TFDS data directory (for "tfds" specs).
-        relearn_if_changed: whether a vocabulary whose train files changed
-            is learned again (with its size, unless `vocab_size` is given):
-            true when no model was trained with it yet.
+        relearn_if_changed: whether a vocabulary whose train files changed,
+            or whose size is not a given `vocab_size`, is learned again
+            (with its size, unless `vocab_size` is given): true when no
+            model was trained with it yet.
 
     Returns:
         The `SubwordTokenizer`.
@@ -428,19 +435,26 @@ def load_or_train_tokenizer(
                     f"Received: model_path={model_path}"
                 )
         tokenizer = tokenizer_lib.SubwordTokenizer.from_file(model_path)
-        if learned_files == files:
+        changes = []
+        if learned_files != files:
+            changes.append("the train files changed since it was learned")
+        if vocab_size is not None and tokenizer.vocab_size != vocab_size:
+            changes.append(f"it has {tokenizer.vocab_size} pieces, not {vocab_size}")
+        if not changes:
             return tokenizer
         if not relearn_if_changed:
-            logging.warning(
-                "The train files changed since %s was learned from them; "
-                "the run keeps the vocabulary its model was trained with.",
-                model_path,
-            )
+            # A size that differs is the caller's to refuse.
+            if learned_files != files:
+                logging.warning(
+                    "The train files changed since %s was learned from them; "
+                    "the run keeps the vocabulary its model was trained with.",
+                    model_path,
+                )
             return tokenizer
         logging.info(
-            "The train files changed since %s was learned from them and no "
-            "model was trained with it yet: learning it again.",
+            "%s: %s, and no model was trained with it yet: learning it again.",
             model_path,
+            " and ".join(changes),
         )
         vocab_size = vocab_size or tokenizer.vocab_size
     if extension != ".model":

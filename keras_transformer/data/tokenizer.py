@@ -143,6 +143,20 @@ class _CountingIterator:
         return sentence
 
 
+def vocabulary_pieces(path: str) -> list[str]:
+    """The pieces of the sentencepiece model at `path`, in id order: what
+    two vocabularies share when they tokenize alike (the file also records
+    the options and paths it was learned with).
+
+    Raises:
+        OSError, tf.errors.OpError: if `path` cannot be read.
+        RuntimeError: if it is not a sentencepiece model.
+    """
+    with tf.io.gfile.GFile(path, "rb") as f:
+        processor = spm.SentencePieceProcessor(model_proto=f.read())
+    return [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+
+
 def _training_error(error, vocab_size, num_sentences):
     message = str(error)
     if num_sentences == 0:

@@ -129,6 +129,10 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         batching: what the batches of a step depend on besides the data and
             seed (`{"batch_tokens": ..., "replicas": ...}`), recorded so that
             `resume_step` can warn when a rerun batches otherwise.
+        schedule: the learning-rate schedule's settings
+            (`{"warmup_steps": ..., "learning_rate_scale": ...}`), recorded
+            so that `resume_step` can warn when a rerun changes them (its
+            learning rate then jumps at the resumed step).
 
     Attributes:
         saved_step: the step of the backup on disk (0 before the first),
@@ -138,47 +142,75 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
     # The HDF5 group of the backup's weights file that holds the step and
     # the seed states.
     RESUME_GROUP = "resume"
+    # The settings a rerun may change (with a warning): what they are, and
+    # what changes from an uninterrupted run's training.
+    RECORDED = {
+        "batching": ("other batching", "on other batches", "its data order"),
+        "schedule": (
+            "another learning-rate schedule",
+            "at other learning rates",
+            "its schedule",
+        ),
+    }
 
     def __init__(
-        self, backup_dir: str, steps_per_epoch: int, batching: dict | None = None
+        self,
+        backup_dir: str,
+        steps_per_epoch: int,
+        batching: dict | None = None,
+        schedule: dict | None = None,
     ):
         super().__init__(backup_dir, delete_checkpoint=False)
         self.steps_per_epoch = steps_per_epoch
-        self.batching = dict(batching or {})
+        self.recorded = {"batching": batching or {}, "schedule": schedule or {}}
         self.saved_step = None
 
     @classmethod
-    def resume_step(cls, backup_dir: str, batching: dict | None = None) -> int:
+    def resume_step(
+        cls,
+        backup_dir: str,
+        batching: dict | None = None,
+        schedule: dict | None = None,
+    ) -> int:
         """The step a run with this `backup_dir` resumes at (0: none).
 
         Logs a warning if the backup's run batched otherwise than
-        `batching` (see the class's Args): the rerun then skips as many
-        steps, but its batches are not those the first run would have
-        trained on next.
+        `batching`, or had another `schedule` (see the class's Args): the
+        rerun then skips as many steps, but its batches are not those the
+        first run would have trained on next, or its learning rate jumps.
         """
         path = os.path.join(backup_dir, "latest.weights.h5")
         if not tf.io.gfile.exists(path):
             return 0
+        now = {"batching": batching or {}, "schedule": schedule or {}}
         with h5py.File(path, "r") as backup:
             group = backup.get(cls.RESUME_GROUP)
             if group is None:
                 return 0
             step = int(group.attrs["step"])
             changed = {
-                name: (group.attrs[f"batching/{name}"].item(), value)
-                for name, value in (batching or {}).items()
-                if f"batching/{name}" in group.attrs
-                and group.attrs[f"batching/{name}"] != value
+                kind: {
+                    name: (group.attrs[f"{kind}/{name}"].item(), value)
+                    for name, value in values.items()
+                    if f"{kind}/{name}" in group.attrs
+                    and group.attrs[f"{kind}/{name}"] != value
+                }
+                for kind, values in now.items()
             }
-        if changed:
-            logging.warning(
-                "Resuming at step %d with other batching than the run had "
-                "(%s): training goes on from the backup, but on other "
-                "batches than an uninterrupted run's. Rerun with the "
-                "earlier values to continue its data order exactly.",
-                step,
-                ", ".join(f"{k} {was} -> {now}" for k, (was, now) in changed.items()),
-            )
+        for kind, items in changed.items():
+            if items:
+                what, consequence, order = cls.RECORDED[kind]
+                logging.warning(
+                    "Resuming at step %d with %s than the run had "
+                    "(%s): training goes on from the backup, but %s than an "
+                    "uninterrupted run's. Rerun with the earlier values to "
+                    "continue %s exactly.",
+                    step,
+                    what,
+                    ", ".join(f"{k} {was} -> {now}" for k, (was, now) in items.items()),
+                    consequence,
+                    order,
+                )
         return step
 
     def on_train_begin(self, logs=None):
@@ -203,8 +235,9 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         with h5py.File(partial, "a") as backup:
             group = backup.create_group(self.RESUME_GROUP)
             group.attrs["step"] = current_step(self.model)
-            for name, value in self.batching.items():
-                group.attrs[f"batching/{name}"] = value
+            for kind, values in self.recorded.items():
+                for name, value in values.items():
+                    group.attrs[f"{kind}/{name}"] = value
             for index, state in enumerate(_seed_states(self.model)):
                 group[str(index)] = keras.ops.convert_to_numpy(state)
         tf.io.gfile.rename(partial, self._weights_path, overwrite=True)

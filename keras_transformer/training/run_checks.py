@@ -1,9 +1,12 @@
 """Checks of a training run's settings and of its `model_dir`, made before
 any data is read, and the record of settings a rerun must keep."""
 
+import contextlib
+import fcntl
 import json
 import math
 import os
+import socket
 
 from absl import logging
 
@@ -14,6 +17,8 @@ from keras_transformer.checks import is_integer, is_real
 # needs one piece per character it covers on top).
 MIN_VOCAB_SIZE = 4 + 256 + 1
 SETTINGS_FILE = "settings.json"
+# Locked (`fcntl.flock`) by the process training in the directory.
+LOCK_FILE = "training.lock"
 # `keras.utils.set_random_seed` seeds numpy, which takes 32-bit seeds.
 MAX_SEED = 2**32 - 1
 
@@ -318,6 +323,56 @@ def check_model_dir(
             "same settings to resume it, or pass a new model_dir. "
             f"Received: model_dir={model_dir}"
         )
+
+
+class ModelDirBusyError(RuntimeError):
+    """Another process trains in the run's `model_dir`."""
+
+
+@contextlib.contextmanager
+def training_lock(model_dir: str):
+    """Holds `model_dir` for one training process while the block runs.
+
+    Two processes training in one directory (a command started twice, or a
+    replacement pod started while the preempted one is still in its grace
+    period) would both resume from the same backup and write the same
+    checkpoints, model and logs, mixed. The lock is the kernel's
+    (`fcntl.flock` of `LOCK_FILE`): released when its process ends, however
+    it ends, so a crash leaves nothing to clean up. Directories that are not
+    local paths (e.g. `gs://`), and filesystems without locks, are not
+    locked.
+
+    Raises:
+        ModelDirBusyError: if another process holds it, naming that process.
+    """
+    if "://" in model_dir:
+        yield
+        return
+    path = os.path.join(model_dir, LOCK_FILE)
+    with open(path, "a+", encoding="utf-8") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "a process"
+            raise ModelDirBusyError(
+                f"Another training process ({holder}) is running in model_dir: "
+                "wait for it to end (a preempted one saves and exits within "
+                "its grace period) and rerun to resume, or pass a new "
+                f"model_dir. Received: model_dir={model_dir}"
+            ) from None
+        except OSError as error:  # No locks on this filesystem (ENOLCK).
+            logging.info("model_dir is not locked: %s", error)
+            yield
+            return
+        lock.seek(0)
+        lock.truncate()
+        lock.write(f"pid {os.getpid()} on {socket.gethostname()}")
+        lock.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def save_settings(model_dir: str, settings: dict) -> None:

@@ -46,6 +46,7 @@ DEMO_VOCAB_SIZE = 2000
 # commands print them in one line, without a traceback.
 USER_ERRORS = (
     ValueError,
+    run_checks.ModelDirBusyError,
     FileNotFoundError,
     FloatingPointError,
     TimeoutError,
@@ -284,6 +285,12 @@ def run_training(
     # this working directory.
     data = sources.normalize_data_spec(data)
     spec = sources.parse_data_spec(data)
+    if data_dir is not None and spec.kind != "tfds":
+        raise ValueError(
+            "`data_dir` (--data_dir) is the TFDS data directory, which a "
+            f"{spec.kind} corpus does not read; drop it, or pass a tfds: "
+            f"corpus. Received: data_dir={data_dir}, data={data}"
+        )
     if vocab_size is None and spec.kind == "demo":
         vocab_size = DEMO_VOCAB_SIZE
     # First: MultiWorkerMirroredStrategy must configure the collective ops
@@ -323,198 +330,213 @@ def run_training(
         # A run begun before a config field existed had its old behaviour.
         defaults=config_lib.LEGACY_VALUES,
     )
-    dev_pairs = None
-    if bleu_max_sentences:
-        # Now, not after the vocabulary and the training data: a corpus
-        # without a dev split fails at once.
-        try:
-            dev_pairs = sources.load_pairs(spec, "dev", src_lang, tgt_lang, data_dir)
-        except sources.MissingSplitError as error:
-            # The other fix, before the message's "Received: ..." part.
-            problem, received, values = str(error).partition(" Received: ")
-            raise sources.MissingSplitError(
-                f"{problem} Or train without dev BLEU: bleu_max_sentences=0 "
-                f"(--bleu_max_sentences=0).{received}{values}"
-            ) from None
-    backup_dir = os.path.join(write_dir, "backup")
-    # A resumed run skips the batches it trained on and restores the
-    # dropout seeds with the weights: it goes on as if never stopped.
-    # The step's batches depend on these too (besides data and seed).
-    batching = {
-        "batch_tokens": batch_tokens,
-        "replicas": strategy_obj.num_replicas_in_sync,
-        "gradient_accumulation_steps": gradient_accumulation_steps,
-    }
-    start_step = callbacks_lib.ResumableBackup.resume_step(backup_dir, batching)
-    # On every worker alike, before any of them trains on.
-    steps = distribution.values_of_workers(strategy_obj, [start_step])[:, 0]
-    run_checks.check_workers_resume_alike(steps.tolist(), model_dir)
-    run_checks.check_resume_step(start_step, train_steps)
-    keras.utils.set_random_seed(seed)
-    distribution.set_precision(mixed_precision)
-    vocab_path = os.path.join(write_dir, serving.VOCAB_FILE)
-    tokenizer = pipeline.load_or_train_tokenizer(
-        spec,
-        vocab_path,
-        src_lang=src_lang,
-        tgt_lang=tgt_lang,
-        vocab_size=vocab_size,
-        data_dir=data_dir,
-        # A vocabulary left by a run that failed before training, whose
-        # corpus was then fixed in place, is learned again; one that a
-        # model was trained with is kept.
-        relearn_if_changed=start_step == 0,
-    )
-    if vocab_size is not None and tokenizer.vocab_size != vocab_size:
-        raise ValueError(
-            f"`vocab_size` differs from the {tokenizer.vocab_size} pieces of "
-            f"{vocab_path}, which the run in model_dir learned: rerun with "
-            f"vocab_size={tokenizer.vocab_size} (or none) to resume it, or "
-            f"pass a new model_dir. Received: vocab_size={vocab_size}"
+    # From here on, this process alone trains in (and writes to) write_dir.
+    with run_checks.training_lock(write_dir):
+        dev_pairs = None
+        if bleu_max_sentences:
+            # Now, not after the vocabulary and the training data: a corpus
+            # without a dev split fails at once.
+            try:
+                dev_pairs = sources.load_pairs(
+                    spec, "dev", src_lang, tgt_lang, data_dir
+                )
+            except sources.MissingSplitError as error:
+                # The other fix, before the message's "Received: ..." part.
+                problem, received, values = str(error).partition(" Received: ")
+                raise sources.MissingSplitError(
+                    f"{problem} Or train without dev BLEU: bleu_max_sentences=0 "
+                    f"(--bleu_max_sentences=0).{received}{values}"
+                ) from None
+        backup_dir = os.path.join(write_dir, "backup")
+        # A resumed run skips the batches it trained on and restores the
+        # dropout seeds with the weights: it goes on as if never stopped.
+        # The step's batches depend on these too (besides data and seed).
+        batching = {
+            "batch_tokens": batch_tokens,
+            "replicas": strategy_obj.num_replicas_in_sync,
+            "gradient_accumulation_steps": gradient_accumulation_steps,
+        }
+        # A rerun may change these, with a warning: its learning rate jumps.
+        schedule = {
+            "warmup_steps": warmup_steps,
+            "learning_rate_scale": learning_rate_scale,
+        }
+        start_step = callbacks_lib.ResumableBackup.resume_step(
+            backup_dir, batching, schedule
         )
-    # The pieces, not the file: it also records its own path.
-    pieces = tokenizer.id_to_piece(list(range(tokenizer.vocab_size)))
-    fingerprint = zlib.crc32("\n".join(pieces).encode())
-    vocabularies = distribution.values_of_workers(
-        strategy_obj, [tokenizer.vocab_size, fingerprint]
-    )
-    run_checks.check_workers_share_vocabulary(
-        [tuple(row) for row in vocabularies.tolist()], model_dir, serving.VOCAB_FILE
-    )
-    config = config.replace(vocab_size=tokenizer.vocab_size)
-    # Not the default strategy: per-replica (and per-worker) batches.
-    distributed = strategy_obj is not tf.distribute.get_strategy()
-    batches = pipeline.load_training_batches(
-        spec,
-        tokenizer,
-        src_lang=src_lang,
-        tgt_lang=tgt_lang,
-        batch_tokens=batch_tokens,
-        max_length=config.max_length,
-        data_dir=data_dir,
-        seed=seed,
-        deterministic=True,
-        repeat=True,
-        strategy=strategy_obj if distributed else None,
-        batches_per_step=gradient_accumulation_steps,
-    )
-    with strategy_obj.scope():
-        model = compile_for_training(
-            build_transformer(config),
-            warmup_steps,
-            learning_rate_scale,
-            jit_compile,
-            gradient_accumulation_steps=gradient_accumulation_steps,
+        # On every worker alike, before any of them trains on.
+        steps = distribution.values_of_workers(strategy_obj, [start_step])[:, 0]
+        run_checks.check_workers_resume_alike(steps.tolist(), model_dir)
+        run_checks.check_resume_step(start_step, train_steps)
+        keras.utils.set_random_seed(seed)
+        distribution.set_precision(mixed_precision)
+        vocab_path = os.path.join(write_dir, serving.VOCAB_FILE)
+        tokenizer = pipeline.load_or_train_tokenizer(
+            spec,
+            vocab_path,
+            src_lang=src_lang,
+            tgt_lang=tgt_lang,
+            vocab_size=vocab_size,
+            data_dir=data_dir,
+            # A vocabulary left by a run that failed before training, whose
+            # corpus was then fixed in place or whose size is now another, is
+            # learned again; one that a model was trained with is kept.
+            relearn_if_changed=start_step == 0,
         )
+        if vocab_size is not None and tokenizer.vocab_size != vocab_size:
+            raise ValueError(
+                f"`vocab_size` differs from the {tokenizer.vocab_size} pieces of "
+                f"{vocab_path}, which the run in model_dir learned: rerun with "
+                f"vocab_size={tokenizer.vocab_size} (or none) to resume it, or "
+                f"pass a new model_dir. Received: vocab_size={vocab_size}"
+            )
+        # The pieces, not the file: it also records its own path.
+        pieces = tokenizer.id_to_piece(list(range(tokenizer.vocab_size)))
+        fingerprint = zlib.crc32("\n".join(pieces).encode())
+        vocabularies = distribution.values_of_workers(
+            strategy_obj, [tokenizer.vocab_size, fingerprint]
+        )
+        run_checks.check_workers_share_vocabulary(
+            [tuple(row) for row in vocabularies.tolist()], model_dir, serving.VOCAB_FILE
+        )
+        config = config.replace(vocab_size=tokenizer.vocab_size)
+        # Not the default strategy: per-replica (and per-worker) batches.
+        distributed = strategy_obj is not tf.distribute.get_strategy()
+        batches = pipeline.load_training_batches(
+            spec,
+            tokenizer,
+            src_lang=src_lang,
+            tgt_lang=tgt_lang,
+            batch_tokens=batch_tokens,
+            max_length=config.max_length,
+            data_dir=data_dir,
+            seed=seed,
+            deterministic=True,
+            repeat=True,
+            strategy=strategy_obj if distributed else None,
+            batches_per_step=gradient_accumulation_steps,
+        )
+        with strategy_obj.scope():
+            model = compile_for_training(
+                build_transformer(config),
+                warmup_steps,
+                learning_rate_scale,
+                jit_compile,
+                gradient_accumulation_steps=gradient_accumulation_steps,
+            )
 
-    paths = {
-        "log_dir": os.path.join(write_dir, "logs"),
-        "checkpoint_dir": os.path.join(write_dir, "checkpoints"),
-        "model_path": os.path.join(write_dir, serving.MODEL_FILE),
-    }
-    nan_stop = callbacks_lib.StopOnNaN()
-    # Kept after the last step, so rerunning a finished run is a no-op.
-    backup = callbacks_lib.ResumableBackup(backup_dir, steps_per_checkpoint, batching)
-    preemption = preemption_lib.SaveOnPreemption(
-        backup, strategy_obj, last_step=train_steps
-    )
-    bleu = None
-    # In this order at each interval's end: the logs, the checkpoint, BLEU
-    # (into the logs), TensorBoard, and then the backup, which moves the
-    # resume point past the interval only once all of it is written; after
-    # it, a stop for a signal that came meanwhile.
-    run_callbacks = [
-        nan_stop,
-        callbacks_lib.ThroughputLogger(),
-        callbacks_lib.KeepLastCheckpoints(
-            paths["checkpoint_dir"], keep_checkpoints, every_steps=steps_per_checkpoint
-        ),
-    ]
-    if dev_pairs is not None:
-        dev_sources, dev_references = dev_pairs
-        translator = translator_lib.Translator(model, tokenizer)
-        bleu = callbacks_lib.BleuEvaluator(
-            translator.translate,
-            dev_sources[:bleu_max_sentences],
-            dev_references[:bleu_max_sentences],
-            tgt_lang,
-            every_steps=bleu_every_steps or train_steps,
-            final_step=train_steps,
-            interrupted=preemption.signalled_anywhere,
-            summary_dir=os.path.join(paths["log_dir"], "train"),
+        paths = {
+            "log_dir": os.path.join(write_dir, "logs"),
+            "checkpoint_dir": os.path.join(write_dir, "checkpoints"),
+            "model_path": os.path.join(write_dir, serving.MODEL_FILE),
+        }
+        nan_stop = callbacks_lib.StopOnNaN()
+        # Kept after the last step, so rerunning a finished run is a no-op.
+        backup = callbacks_lib.ResumableBackup(
+            backup_dir, steps_per_checkpoint, batching, schedule
         )
-        run_callbacks.append(bleu)
-    run_callbacks += [
-        callbacks_lib.StepTensorBoard(paths["log_dir"]),
-        backup,
-        preemption,
-        # After the backup, so they see a resumed run's restored state.
-        *extra_callbacks,
-    ]
-    # Only now: a run that failed before training never locks model_dir
-    # to its settings.
-    run_checks.save_settings(write_dir, settings)
-    lost = None
-    with preemption.catching_signals():
-        try:
-            rates = _fit_intervals(
-                model,
-                batches,
-                start_step=start_step,
-                train_steps=train_steps,
-                steps_per_checkpoint=steps_per_checkpoint,
-                callbacks=run_callbacks,
-                verbose=verbose,
+        preemption = preemption_lib.SaveOnPreemption(
+            backup, strategy_obj, last_step=train_steps
+        )
+        bleu = None
+        # In this order at each interval's end: the logs, the checkpoint, BLEU
+        # (into the logs), TensorBoard, and then the backup, which moves the
+        # resume point past the interval only once all of it is written; after
+        # it, a stop for a signal that came meanwhile.
+        run_callbacks = [
+            nan_stop,
+            callbacks_lib.ThroughputLogger(),
+            callbacks_lib.KeepLastCheckpoints(
+                paths["checkpoint_dir"],
+                keep_checkpoints,
+                every_steps=steps_per_checkpoint,
+            ),
+        ]
+        if dev_pairs is not None:
+            dev_sources, dev_references = dev_pairs
+            translator = translator_lib.Translator(model, tokenizer)
+            bleu = callbacks_lib.BleuEvaluator(
+                translator.translate,
+                dev_sources[:bleu_max_sentences],
+                dev_references[:bleu_max_sentences],
+                tgt_lang,
+                every_steps=bleu_every_steps or train_steps,
+                final_step=train_steps,
+                interrupted=preemption.signalled_anywhere,
+                summary_dir=os.path.join(paths["log_dir"], "train"),
             )
-            if nan_stop.nan_step is None:
-                if preemption.stopped is None and not preemption.pending:
-                    # In the block: a signal during the save waits for a
-                    # whole file.
-                    callbacks_lib.save_model(model, paths["model_path"])
-                # Every worker alike (a collective: in the `try`, for a
-                # worker lost meanwhile).
-                preemption.agree_on_signals()
-        except tf.errors.OpError as error:
-            lost = distribution.lost_worker_error(
-                strategy_obj, error, backup.saved_step
+            run_callbacks.append(bleu)
+        run_callbacks += [
+            callbacks_lib.StepTensorBoard(paths["log_dir"]),
+            backup,
+            preemption,
+            # After the backup, so they see a resumed run's restored state.
+            *extra_callbacks,
+        ]
+        # Only now: a run that failed before training never locks model_dir
+        # to its settings.
+        run_checks.save_settings(write_dir, settings)
+        lost = None
+        with preemption.catching_signals():
+            try:
+                rates = _fit_intervals(
+                    model,
+                    batches,
+                    start_step=start_step,
+                    train_steps=train_steps,
+                    steps_per_checkpoint=steps_per_checkpoint,
+                    callbacks=run_callbacks,
+                    verbose=verbose,
+                )
+                if nan_stop.nan_step is None:
+                    if preemption.stopped is None and not preemption.pending:
+                        # In the block: a signal during the save waits for a
+                        # whole file.
+                        callbacks_lib.save_model(model, paths["model_path"])
+                    # Every worker alike (a collective: in the `try`, for a
+                    # worker lost meanwhile).
+                    preemption.agree_on_signals()
+            except tf.errors.OpError as error:
+                lost = distribution.lost_worker_error(
+                    strategy_obj, error, backup.saved_step
+                )
+                if lost is None:
+                    raise
+        if lost is not None:
+            # Outside the handler, the failed step's frames are garbage: among
+            # them a thread pool of TensorFlow's eager all-reduce, left open when
+            # it failed, whose collection at exit printed a traceback.
+            gc.collect()
+            raise lost
+        if nan_stop.nan_step is not None:
+            restart = (
+                f"it resumes from step {backup.saved_step}, the end of the last "
+                "interval with a finite loss"
+                if backup.saved_step
+                else "it starts over, as no interval ended with a finite loss"
             )
-            if lost is None:
-                raise
-    if lost is not None:
-        # Outside the handler, the failed step's frames are garbage: among
-        # them a thread pool of TensorFlow's eager all-reduce, left open when
-        # it failed, whose collection at exit printed a traceback.
-        gc.collect()
-        raise lost
-    if nan_stop.nan_step is not None:
-        restart = (
-            f"it resumes from step {backup.saved_step}, the end of the last "
-            "interval with a finite loss"
-            if backup.saved_step
-            else "it starts over, as no interval ended with a finite loss"
+            if mixed_precision == "mixed_float16":
+                restart += " (or train in float32, in a new --model_dir)"
+            raise FloatingPointError(
+                f"The training loss or weights became NaN or infinite at step "
+                f"{nan_stop.nan_step}, so that interval was not saved. Lower the "
+                "learning rate (--learning_rate_scale) or raise --warmup_steps "
+                f"and rerun: {restart}. Received: "
+                f"mixed_precision={mixed_precision}, "
+                f"learning_rate_scale={learning_rate_scale}"
+            )
+        if preemption.stopped is not None:
+            # Also at the last step: the rerun scores and saves the final model.
+            raise preemption.stopped
+        step = callbacks_lib.current_step(model)
+        return TrainingResult(
+            step=step,
+            vocab_path=vocab_path,
+            dev_bleu=bleu.last_scores.bleu if bleu and bleu.last_scores else None,
+            tokens_per_second=rates[-1] if rates else None,
+            data_stats=batches.stats,
+            **paths,
         )
-        if mixed_precision == "mixed_float16":
-            restart += " (or train in float32, in a new --model_dir)"
-        raise FloatingPointError(
-            f"The training loss or weights became NaN or infinite at step "
-            f"{nan_stop.nan_step}, so that interval was not saved. Lower the "
-            "learning rate (--learning_rate_scale) or raise --warmup_steps "
-            f"and rerun: {restart}. Received: "
-            f"mixed_precision={mixed_precision}, "
-            f"learning_rate_scale={learning_rate_scale}"
-        )
-    if preemption.stopped is not None:
-        # Also at the last step: the rerun scores and saves the final model.
-        raise preemption.stopped
-    step = callbacks_lib.current_step(model)
-    return TrainingResult(
-        step=step,
-        vocab_path=vocab_path,
-        dev_bleu=bleu.last_scores.bleu if bleu and bleu.last_scores else None,
-        tokens_per_second=rates[-1] if rates else None,
-        data_stats=batches.stats,
-        **paths,
-    )
 
 
 def _fit_intervals(

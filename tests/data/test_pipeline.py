@@ -226,15 +226,20 @@ class PipelineTest(test_case.TestCase):
             "demo", model_path, src_lang="en", tgt_lang="de"
         )
 
-    def test_vocabulary_of_a_corpus_edited_in_place(self):
-        model_path = os.path.join(self.folder, "vocab", "bpe.model")
-        load = functools.partial(
+    def vocabulary_loader(self, model_path):
+        """`load_or_train_tokenizer` of this corpus's vocabulary at
+        `model_path`, the other arguments left to give."""
+        return functools.partial(
             pipeline.load_or_train_tokenizer,
             self.spec,
             model_path,
             src_lang="en",
             tgt_lang="de",
         )
+
+    def test_vocabulary_of_a_corpus_edited_in_place(self):
+        model_path = os.path.join(self.folder, "vocab", "bpe.model")
+        load = self.vocabulary_loader(model_path)
         load(vocab_size=330)
         with open(model_path, "rb") as f:
             learned = f.read()
@@ -273,6 +278,18 @@ class PipelineTest(test_case.TestCase):
         load(relearn_if_changed=True)
         with open(model_path, "rb") as f:
             self.assertEqual(f.read(), relearned_bytes)
+
+    def test_vocabulary_of_another_size_is_learned_again_only_before_training(self):
+        model_path = os.path.join(self.folder, "vocab", "bpe.model")
+        load = self.vocabulary_loader(model_path)
+        load(vocab_size=330)
+        # A model was trained with it: kept (the trainer refuses the size).
+        with self.assertNoLogs("absl", level="WARNING"):
+            self.assertEqual(load(vocab_size=320).vocab_size, 330)
+        # None was (a run that failed before training, rerun with another
+        # --vocab_size): learned again at the size asked for.
+        self.assertEqual(load(vocab_size=320, relearn_if_changed=True).vocab_size, 320)
+        self.assertEqual(load().vocab_size, 320)
 
     def test_vocabulary_record_names_its_corpus_wherever_it_is_run(self):
         model_path = os.path.join(self.folder, "vocab", "bpe.model")

@@ -212,20 +212,34 @@ class CallbacksTest(TestCase):
         self.assertEqual(callbacks_lib.current_step(model), 3)
         self.assertEqual(backup.saved_step, 2)
 
-    def test_resume_step_warns_when_the_batching_changed(self):
+    def test_resume_step_warns_when_the_batching_or_schedule_changed(self):
         backup_dir = os.path.join(fixtures.tempdir(self), "backup")
         batching = {"batch_tokens": 64, "replicas": 1}
-        self.fit([callbacks_lib.ResumableBackup(backup_dir, 2, batching)], epochs=1)
+        schedule = {"warmup_steps": 40, "learning_rate_scale": 1.0}
+        self.fit(
+            [callbacks_lib.ResumableBackup(backup_dir, 2, batching, schedule)],
+            epochs=1,
+        )
         resume_step = callbacks_lib.ResumableBackup.resume_step
         with self.assertNoLogs("absl", "WARNING"):
-            self.assertEqual(resume_step(backup_dir, batching), 2)
+            self.assertEqual(resume_step(backup_dir, batching, schedule), 2)
         with self.assertLogs("absl", "WARNING") as logs:
-            step = resume_step(backup_dir, {"batch_tokens": 64, "replicas": 8})
+            step = resume_step(
+                backup_dir,
+                {"batch_tokens": 64, "replicas": 8},
+                {"warmup_steps": 400, "learning_rate_scale": 1.0},
+            )
         self.assertEqual(step, 2)
-        (message,) = logs.output
-        self.assertIn("Resuming at step 2 with other batching", message)
-        self.assertIn("replicas 1 -> 8", message)
-        self.assertNotIn("batch_tokens", message)
+        batching_message, schedule_message = logs.output
+        self.assertIn("Resuming at step 2 with other batching", batching_message)
+        self.assertIn("replicas 1 -> 8", batching_message)
+        self.assertNotIn("batch_tokens", batching_message)
+        self.assertIn(
+            "another learning-rate schedule than the run had (warmup_steps 40 -> "
+            "400): training goes on from the backup, but at other learning rates",
+            schedule_message,
+        )
+        self.assertNotIn("learning_rate_scale", schedule_message)
 
     def test_a_backup_of_another_model_fails_in_one_line(self):
         backup_dir = os.path.join(fixtures.tempdir(self), "backup")

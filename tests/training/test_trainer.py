@@ -411,6 +411,11 @@ class TrainerTest(TestCase):
                 "shared vocabulary.*source_vocab_size=50",
             ),
             ({"batch_tokens": 31}, "batch_tokens=31, max_length=32, replicas=1"),
+            # Ignored without a word before.
+            (
+                {"data_dir": "/data/tfds"},
+                "a text corpus does not read.*data_dir=/data/tfds, data=text:",
+            ),
             ({"model_dir": a_file}, "is an existing file.*model_dir="),
             # These failed only after the vocabulary (or numpy's seeding),
             # or never: a NaN scale trained to NaN, a negative sentence
@@ -459,6 +464,36 @@ class TrainerTest(TestCase):
                     }
                 )
             self.assertFalse(os.path.exists(os.path.join(folder, "run")))
+
+    def test_a_model_dir_that_another_process_trains_in_is_refused(self):
+        folder = fixtures.tempdir(self)
+        model_dir = os.path.join(folder, "run")
+        os.makedirs(model_dir)
+        with run_checks.training_lock(model_dir):
+            # A lock is an open file description's: a second one conflicts
+            # in this process too.
+            with self.assertRaisesRegex(
+                run_checks.ModelDirBusyError,
+                rf"Another training process \(pid {os.getpid()} on .*\) is "
+                rf"running in model_dir: .*Received: model_dir={model_dir}$",
+            ):
+                trainer.run_training(
+                    config=tiny_config(),
+                    data=write_corpus(folder),
+                    src_lang="en",
+                    tgt_lang="de",
+                    model_dir=model_dir,
+                    train_steps=2,
+                    steps_per_checkpoint=2,
+                    batch_tokens=64,
+                    vocab_size=fixtures.VOCAB_SIZE,
+                )
+            self.assertEqual(os.listdir(model_dir), [run_checks.LOCK_FILE])
+        # Released at the block's end, and when the holder raised.
+        with self.assertRaises(KeyError), run_checks.training_lock(model_dir):
+            raise KeyError
+        with run_checks.training_lock(model_dir):
+            pass
 
     def test_a_missing_dev_split_fails_before_the_vocabulary_is_learned(self):
         folder = fixtures.tempdir(self)
