@@ -344,12 +344,21 @@ def training_lock(model_dir: str):
 
     Raises:
         ModelDirBusyError: if another process holds it, naming that process.
+        ValueError: if `model_dir` cannot be written.
     """
     if "://" in model_dir:
         yield
         return
     path = os.path.join(model_dir, LOCK_FILE)
-    with open(path, "a+", encoding="utf-8") as lock:
+    try:
+        lock = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (the with below)
+    except OSError as error:
+        raise ValueError(
+            f"Cannot write in model_dir ({error.strerror}): training writes "
+            "its checkpoints, logs and model there; pass a writable "
+            f"directory. Received: model_dir={model_dir}"
+        ) from None
+    with lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

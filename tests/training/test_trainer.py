@@ -494,6 +494,13 @@ class TrainerTest(TestCase):
             raise KeyError
         with run_checks.training_lock(model_dir):
             pass
+        denied = PermissionError(13, "Permission denied")
+        with (
+            mock.patch("builtins.open", side_effect=denied),
+            self.assertRaisesRegex(ValueError, r"Cannot write in model_dir \(Perm"),
+            run_checks.training_lock(model_dir),
+        ):
+            pass
 
     def test_a_missing_dev_split_fails_before_the_vocabulary_is_learned(self):
         folder = fixtures.tempdir(self)
