@@ -198,9 +198,9 @@ def default_vocab(model_dir, checkpoints):
         (first, one), (second, other) = list(beside.values())[:2]
         raise ValueError(
             "The checkpoints come with different vocabularies, so they are "
-            "of different runs; export checkpoints of one run, or pass "
-            f"--vocab PATH. Received: {first} beside {one}, {second} beside "
-            f"{other}"
+            "of different runs, whose weights do not average; export "
+            f"checkpoints of one run. Received: {first} beside {one}, "
+            f"{second} beside {other}"
         )
     if model_dir:
         in_model_dir = serving.find_vocab(model_dir)
@@ -208,9 +208,10 @@ def default_vocab(model_dir, checkpoints):
             checkpoint, found = next(iter(beside.values()))
             raise ValueError(
                 "The checkpoint's training run has another vocabulary than "
-                "--model_dir; pass --vocab PATH to choose, or drop "
-                f"--model_dir. Received: checkpoint={checkpoint} (beside "
-                f"{found}), model_dir vocabulary={in_model_dir}"
+                "--model_dir; drop --model_dir (the checkpoint's own is then "
+                "used), or pass --vocab PATH of its vocabulary. Received: "
+                f"checkpoint={checkpoint} (beside {found}), model_dir "
+                f"vocabulary={in_model_dir}"
             )
         return in_model_dir
     if not beside:

@@ -219,31 +219,31 @@ def vocab_beside(checkpoint, vocab):
 
 
 def _check_run_vocab(checkpoint, vocab) -> None:
-    """Raises a ValueError if the training run of `checkpoint` wrote its
-    vocabulary beside it (or in the run's directory) and `vocab` has other
-    pieces: a vocabulary of another run, of the same size, would translate
-    wrong without an error. A `vocab` that cannot be read is left to the
+    """Raises a ValueError if `checkpoint` belongs to a training run (a
+    directory with its settings file, `run_folder`) whose vocabulary
+    (`serving.VOCAB_FILE`) has other pieces than `vocab`: a vocabulary of
+    another run, of the same size, would translate wrong without an error.
+    A `vocab` that cannot be read, or has no pieces, is left to the
     loader's error."""
     from keras_transformer.data.tokenizer import vocabulary_pieces
 
-    for folder in model_folders(checkpoint):
-        own = os.path.join(folder, serving.VOCAB_FILE)
-        if not tf.io.gfile.exists(own):
-            continue
-        if os.path.realpath(own) == os.path.realpath(vocab):
-            return
-        try:
-            other = vocabulary_pieces(vocab) != vocabulary_pieces(own)
-        except (OSError, RuntimeError, tf.errors.OpError):
-            return
-        if other:
-            raise ValueError(
-                "--vocab is not the vocabulary the model was trained with: "
-                f"its training run wrote {own}, whose pieces differ. Drop "
-                "--vocab to use the run's own (or pass a copy of it). "
-                f"Received: vocab={vocab}, model={checkpoint}"
-            )
+    run = run_folder(checkpoint)
+    own = None if run is None else os.path.join(run, serving.VOCAB_FILE)
+    if own is None or not tf.io.gfile.exists(own):
         return
+    if os.path.realpath(own) == os.path.realpath(vocab):
+        return
+    try:
+        pieces = vocabulary_pieces(vocab)
+    except (OSError, RuntimeError, tf.errors.OpError):
+        return
+    if pieces and pieces != vocabulary_pieces(own):
+        raise ValueError(
+            "--vocab is not the vocabulary the model was trained with: "
+            f"its training run wrote {own}, whose pieces differ. Drop "
+            "--vocab to use the run's own (or pass a copy of it). "
+            f"Received: vocab={vocab}, model={checkpoint}"
+        )
 
 
 def _check_translation_signature(loaded, export: str) -> None:

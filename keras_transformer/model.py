@@ -269,8 +269,19 @@ class Transformer(keras.Model):
             entries of `decoding_weights()`.
 
         Raises:
-            ValueError: if `beam_size` is given without `max_length`.
+            ValueError: if `beam_size` is given without `max_length`, or if
+                `max_length` exceeds the learned position table (row E's
+                `positional="learned"`): under XLA a step past it would
+                read the table's last row instead of failing.
         """
+        steps = tf.get_static_value(max_length)
+        table = self.config.max_length
+        if self.config.positional == "learned" and steps is not None and steps > table:
+            raise ValueError(
+                f"`max_length` {steps} exceeds the model's learned position "
+                f"table of {table} positions: decode at most {table} steps. "
+                f"Received: max_length={steps}"
+            )
         batch_size = ops.shape(memory)[0]
         if beam_size is not None:
             batch_size *= beam_size

@@ -187,9 +187,10 @@ class ExportBinaryTest(TestCase):
         with self.assertRaisesRegex(
             ValueError,
             re.escape(
-                "another vocabulary than --model_dir; pass --vocab PATH to "
-                f"choose, or drop --model_dir. Received: checkpoint={checkpoint} "
-                f"(beside {runs['a'][1]}), model_dir vocabulary={runs['b'][1]}"
+                "another vocabulary than --model_dir; drop --model_dir (the "
+                "checkpoint's own is then used), or pass --vocab PATH of its "
+                f"vocabulary. Received: checkpoint={checkpoint} (beside "
+                f"{runs['a'][1]}), model_dir vocabulary={runs['b'][1]}"
             ),
         ):
             default_vocab(runs["b"][0], [checkpoint])

@@ -152,6 +152,17 @@ class TransformerModelTest(TestCase):
                 model, _TOLERANCES["float32"]
             )
 
+    def test_decoding_past_a_learned_position_table_is_refused_up_front(self):
+        # Under XLA a step past the table read its last row, silently.
+        model = build_transformer(tiny_config(positional="learned", max_length=6))
+        memory, _ = model.encode(tf.constant([[5, 6, 7, EOS_ID]]))
+        model.initial_decoding_state(memory, max_length=6)
+        for max_length in (7, tf.constant(7)):
+            with self.assertRaisesRegex(
+                ValueError, "`max_length` 7 exceeds the model's learned position"
+            ):
+                model.initial_decoding_state(memory, max_length=max_length)
+
     @parameterized.parameters("mixed_float16", "mixed_bfloat16")
     def test_incremental_decoding_under_mixed_precision(self, policy):
         # The encoder keys/values and the step weights are computed outside

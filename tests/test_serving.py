@@ -659,10 +659,12 @@ class ServingHelpersTest(TestCase):
             fixtures.VOCAB_SIZE,
             os.path.join(root, "other"),
         )
+        fixtures.write(os.path.join(run_dir, "settings.json"), "{}")
         for model in (
             os.path.join(run_dir, "model.keras"),
             os.path.join(run_dir, "checkpoints", "ckpt-2.keras"),
         ):
+            fixtures.write(model, "")
             self.assertEqual(inference.vocab_beside(model, copy), copy)
             with self.assertRaisesRegex(
                 ValueError,
@@ -674,9 +676,10 @@ class ServingHelpersTest(TestCase):
                 ),
             ):
                 inference.vocab_beside(model, other)
-        # A model without its run's vocabulary beside it takes any.
-        elsewhere = os.path.join(root, "model.keras")
-        self.assertEqual(inference.vocab_beside(elsewhere, other), other)
+        # A folder of models that is no run's (no settings file) may hold
+        # a vocab.model of another of its models: any --vocab goes.
+        os.remove(os.path.join(run_dir, "settings.json"))
+        self.assertEqual(inference.vocab_beside(model, other), other)
 
     def test_saved_model_without_the_signature_is_named(self):
         # Another program's SavedModel: a KeyError traceback before.

@@ -71,6 +71,13 @@ class DataSpec:
                 f"`kind` must be one of {KINDS}. Received: kind={self.kind}"
             )
 
+    def __str__(self):
+        """The spec string, as `--data` takes it (e.g. "text:c/train")."""
+        if self.splits:
+            items = ",".join(f"{split}={path}" for split, path in self.splits)
+            return f"{self.kind}:{items}"
+        return f"{self.kind}:{self.location}" if self.location else self.kind
+
 
 class MissingSplitError(FileNotFoundError, ValueError):
     """A split the data spec does not have (no sibling files, or not among
@@ -145,11 +152,7 @@ def absolute_data_spec(spec: DataSpec | str) -> DataSpec:
 def normalize_data_spec(spec: str) -> str:
     """The spec string of `absolute_data_spec(spec)`, e.g.
     "text:/home/me/c/train" for "text:c/../c/train" in /home/me."""
-    spec = absolute_data_spec(spec)
-    if spec.splits:
-        items = ",".join(f"{split}={path}" for split, path in spec.splits)
-        return f"{spec.kind}:{items}"
-    return f"{spec.kind}:{spec.location}" if spec.location else spec.kind
+    return str(absolute_data_spec(spec))
 
 
 def _absolute(path: str) -> str:
@@ -189,6 +192,17 @@ def default_vocab_size(src_lang: str, tgt_lang: str) -> int:
     return size
 
 
+def check_data_dir(spec: DataSpec, data_dir: str | None) -> None:
+    """Raises a ValueError if `data_dir`, the TFDS data directory, is given
+    with a corpus that does not read it (rather than ignoring it)."""
+    if data_dir is not None and spec.kind != "tfds":
+        raise ValueError(
+            "`data_dir` (--data_dir) is the TFDS data directory, which a "
+            f"{spec.kind} corpus does not read; drop it, or pass a tfds: "
+            f"corpus. Received: data_dir={data_dir}, data={spec}"
+        )
+
+
 def load_pairs(
     spec: DataSpec | str,
     split: str,
@@ -212,10 +226,12 @@ def load_pairs(
 
     Raises:
         ValueError: for an unknown spec or split, equal or unsupported
-            languages, or bad files (the message names file and line).
+            languages, bad files (the message names file and line), or a
+            `data_dir` with a corpus other than TFDS.
         FileNotFoundError: for missing files or unprepared TFDS data.
     """
     spec = parse_data_spec(spec) if isinstance(spec, str) else spec
+    check_data_dir(spec, data_dir)
     _check_split_and_langs(split, src_lang, tgt_lang)
     if spec.kind == "demo":
         return _demo_pairs(split, src_lang, tgt_lang)
@@ -275,6 +291,7 @@ def load_split(
         A dataset of scalar `tf.string` pairs in corpus order.
     """
     spec = parse_data_spec(spec) if isinstance(spec, str) else spec
+    check_data_dir(spec, data_dir)
     if spec.kind == "tfds":
         _check_split_and_langs(split, src_lang, tgt_lang)
         return tfds_source.load_tfds_split(

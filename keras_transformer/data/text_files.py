@@ -73,11 +73,12 @@ def read_sentences(path: str, flag: str) -> list[str]:
     """
     hint = "Pass a text file of sentences, one per line."
     data = read_file(path, f"The --{flag} file", hint, argument=flag)
-    if not data:
+    sentences = split_lines(data, path)
+    if not sentences:  # No bytes, or a byte-order mark alone.
         raise ValueError(
             f"The --{flag} file {path} is empty. {hint} Received: {flag}={path}"
         )
-    return split_lines(data, path)
+    return sentences
 
 
 def _lines(text: str, name: str, argument: str) -> list[str]:

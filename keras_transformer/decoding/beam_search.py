@@ -96,6 +96,9 @@ def max_alpha(max_length):
     return tf.cast(bound, tf.float32)
 
 
+# Python numbers only: AutoGraph (in a caller's `tf.function`) would turn its
+# `float` and `round` into tensor ops.
+@tf.autograph.experimental.do_not_convert
 def check_alpha_bound(alpha: float, max_length: int) -> None:
     """Checks that `alpha` is at most `max_alpha(max_length)`.
 

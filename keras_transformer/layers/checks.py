@@ -20,6 +20,18 @@ def check_positive_int(name, value):
     return int(value)
 
 
+def check_pad_id(pad_id):
+    """Returns `pad_id` as an int; raises a ValueError unless it is an
+    integer id (a string or a float would fail inside TensorFlow at the
+    first batch, or never equal a label)."""
+    if not is_integer(pad_id):
+        raise ValueError(
+            "`pad_id` must be an integer id (the padding id, 0 here). "
+            f"Received: pad_id={pad_id!r}"
+        )
+    return int(pad_id)
+
+
 def check_bool(name, value):
     """Returns `value`; raises a ValueError unless it is True or False (not
     0, 1 or a string, which a switch would read silently)."""
@@ -70,7 +82,7 @@ def check_built(layer, method):
     if not layer.built:
         name = type(layer).__name__
         raise ValueError(
-            f"{name}.{method} reads the layer's weights, which {name} creates "
-            "when it is built: call the layer on inputs once (or `build` it) "
-            "first."
+            f"{name}.{method} needs the layer's sublayers and weights, which "
+            f"{name} creates when it is built: call the layer on inputs once "
+            "(or `build` it) first."
         )

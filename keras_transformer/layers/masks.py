@@ -8,7 +8,7 @@ import keras
 from keras import ops
 
 from keras_transformer import tokens
-from keras_transformer.checks import is_integer
+from keras_transformer.layers.checks import check_pad_id
 
 
 def padding_mask(ids, pad_id=tokens.PAD_ID):
@@ -82,11 +82,7 @@ class PaddingMask(keras.layers.Layer):
 
     def __init__(self, pad_id=tokens.PAD_ID, **kwargs):
         super().__init__(**kwargs)
-        if not is_integer(pad_id):
-            raise ValueError(
-                f"`pad_id` must be an integer. Received: pad_id={pad_id!r}"
-            )
-        self.pad_id = int(pad_id)
+        self.pad_id = check_pad_id(pad_id)
 
     def call(self, inputs):
         return padding_mask(inputs, self.pad_id)

@@ -9,6 +9,7 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_transformer.checks import is_integer
 from keras_transformer.layers.checks import (
     check_positive_int,
     check_positive_number,
@@ -147,7 +148,10 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
         )
         # A slice, not a gather: XLA drops the assertion and clamps a
         # gather's indices (positions past the table would reuse its last
-        # row), but fails to compile a slice past the table's end.
+        # row), but fails to compile a slice past the table's end when its
+        # start is known (a whole sequence). A start that is a loop's
+        # tensor (decoding) still clamps: `Transformer.initial_decoding_state`
+        # refuses a decoding length past the table instead.
         with tf.control_dependencies([check]):
             encoding = tf.slice(
                 self.table,
@@ -162,7 +166,13 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
         positions are known while tracing (a symbolic `keras.Input`, an
         eager call, a static batch shape), before any kernel runs."""
         check_sequence_shape(type(self).__name__, "inputs", inputs.shape)
-        start, length = tf.get_static_value(start_index), inputs.shape[1]
+        if is_integer(start_index):
+            start = start_index
+        elif tf.is_tensor(start_index):
+            start = tf.get_static_value(start_index)
+        else:  # A symbolic `start_index` (a KerasTensor): no value yet.
+            start = None
+        length = inputs.shape[1]
         if None not in (start, length) and start + length > self.max_length:
             raise ValueError(
                 f"{_TOO_LONG} Received: positions {start} to "

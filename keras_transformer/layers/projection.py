@@ -119,8 +119,10 @@ class Dense(keras.layers.Dense):
     """`keras.layers.Dense` whose matmul runs through `project`.
 
     Same arguments, weights and config as Keras's layer (LoRA included:
-    `self.kernel` adds its product; quantized layers run Keras's
-    `quantized_call`). Outside training it is Keras's `call`.
+    `self.kernel` adds its product). Outside training it is Keras's `call`.
+    Like any subclass of Keras's Dense, `model.quantize` leaves it alone
+    (the feed-forward network creates it in `build`, so its quantized
+    weights would not reload).
 
     Call arguments:
         inputs: [..., I].
@@ -129,12 +131,6 @@ class Dense(keras.layers.Dense):
     Returns:
         [..., O].
     """
-
-    def quantize(self, mode=None, type_check=True, config=None):
-        # Keras's `Dense.quantize` refuses subclasses by default, as they
-        # may change `call`; a quantized layer of this one runs Keras's own
-        # `quantized_call`, so `model.quantize` may quantize it as a Dense.
-        super().quantize(mode, type_check=False, config=config)
 
     def call(self, inputs, training=None):
         if not training:

@@ -8,7 +8,8 @@ import tensorflow as tf
 from keras import ops
 
 from keras_transformer import tokens
-from keras_transformer.checks import is_integer, is_real
+from keras_transformer.checks import is_real
+from keras_transformer.layers.checks import check_pad_id
 from keras_transformer.layers.masks import keras_mask
 
 
@@ -121,18 +122,6 @@ def token_labels(y_true, y_pred):
     if len(labels.shape) == len(y_pred.shape) and labels.shape[-1] == 1:
         labels = ops.squeeze(labels, axis=-1)
     return labels
-
-
-def check_pad_id(pad_id):
-    """Returns `pad_id` as an int; raises a ValueError unless it is an
-    integer label id (a string or a float would fail inside TensorFlow at
-    the first batch, or count padding as tokens)."""
-    if not is_integer(pad_id):
-        raise ValueError(
-            "`pad_id` must be an integer label id (the padding id, 0 here). "
-            f"Received: pad_id={pad_id!r}"
-        )
-    return int(pad_id)
 
 
 def token_weights(labels, pad_id, sample_weight=None, mask=None):

@@ -8,12 +8,9 @@ import tensorflow as tf
 from keras import ops
 
 from keras_transformer import tokens
+from keras_transformer.layers.checks import check_pad_id
 from keras_transformer.layers.masks import keras_mask
-from keras_transformer.training.losses import (
-    check_pad_id,
-    token_labels,
-    token_weights,
-)
+from keras_transformer.training.losses import token_labels, token_weights
 
 
 class _MaskedTokenMean(keras.metrics.Metric):

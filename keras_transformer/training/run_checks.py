@@ -2,7 +2,6 @@
 any data is read, and the record of settings a rerun must keep."""
 
 import contextlib
-import fcntl
 import json
 import math
 import os
@@ -338,15 +337,16 @@ def training_lock(model_dir: str):
     period) would both resume from the same backup and write the same
     checkpoints, model and logs, mixed. The lock is the kernel's
     (`fcntl.flock` of `LOCK_FILE`): released when its process ends, however
-    it ends, so a crash leaves nothing to clean up. Directories that are not
-    local paths (e.g. `gs://`), and filesystems without locks, are not
-    locked.
+    it ends, so a crash leaves nothing to clean up. Filesystems without
+    locks, and systems without `fcntl` (Windows), are not locked.
 
     Raises:
         ModelDirBusyError: if another process holds it, naming that process.
         ValueError: if `model_dir` cannot be written.
     """
-    if "://" in model_dir:
+    try:
+        import fcntl
+    except ImportError:
         yield
         return
     path = os.path.join(model_dir, LOCK_FILE)

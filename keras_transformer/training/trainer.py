@@ -243,6 +243,7 @@ def run_training(
             during training.
     """
     from keras_transformer.data import pipeline, sources
+    from keras_transformer.data import tokenizer as tokenizer_lib
     from keras_transformer.decoding import translator as translator_lib
 
     run_checks.check_steps(train_steps, steps_per_checkpoint)
@@ -285,12 +286,7 @@ def run_training(
     # this working directory.
     data = sources.normalize_data_spec(data)
     spec = sources.parse_data_spec(data)
-    if data_dir is not None and spec.kind != "tfds":
-        raise ValueError(
-            "`data_dir` (--data_dir) is the TFDS data directory, which a "
-            f"{spec.kind} corpus does not read; drop it, or pass a tfds: "
-            f"corpus. Received: data_dir={data_dir}, data={data}"
-        )
+    sources.check_data_dir(spec, data_dir)
     if vocab_size is None and spec.kind == "demo":
         vocab_size = DEMO_VOCAB_SIZE
     # First: MultiWorkerMirroredStrategy must configure the collective ops
@@ -391,7 +387,7 @@ def run_training(
                 f"pass a new model_dir. Received: vocab_size={vocab_size}"
             )
         # The pieces, not the file: it also records its own path.
-        pieces = tokenizer.id_to_piece(list(range(tokenizer.vocab_size)))
+        pieces = tokenizer_lib.vocabulary_pieces(vocab_path)
         fingerprint = zlib.crc32("\n".join(pieces).encode())
         vocabularies = distribution.values_of_workers(
             strategy_obj, [tokenizer.vocab_size, fingerprint]

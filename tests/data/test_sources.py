@@ -37,6 +37,8 @@ class ParseDataSpecTest(test_case.TestCase):
     )
     def test_forms(self, spec, expected):
         self.assertEqual(sources.parse_data_spec(spec), expected)
+        # And back: the spec string of a spec.
+        self.assertEqual(str(sources.parse_data_spec(str(expected))), str(expected))
 
     @parameterized.parameters(
         "wmt14", "text:", "csv:data/train", "tfds:wmt14_translate", "demo:x"
@@ -161,6 +163,16 @@ class LoadTextTest(test_case.TestCase):
             list(dataset.as_numpy_iterator())[1],
             (b"train en 1", b"train de 1"),
         )
+
+    def test_a_tfds_data_dir_with_another_corpus_is_refused(self):
+        # evaluate --data=text:... --data_dir=... ignored it without a word.
+        spec = f"text:{self.path('train')}"
+        for load in (sources.load_pairs, sources.load_split):
+            with self.assertRaisesRegex(
+                ValueError,
+                f"a text corpus does not read; .*data_dir=/tfds, data={spec}$",
+            ):
+                load(spec, "train", "en", "de", data_dir="/tfds")
 
     def test_explicit_prefixes(self):
         spec = f"text:train={self.path('valid')},test={self.path('train')}"

@@ -149,6 +149,12 @@ class TextFilesTest(test_case.TestCase):
             ValueError, f"Text corpus file {path} is empty.*Received: path="
         ):
             text_files.read_lines(path)
+        # A command's file of sentences too (it read as no sentence).
+        path = self.write("input.en", "\ufeff")
+        with self.assertRaisesRegex(
+            ValueError, f"The --src file {path} is empty.*Received: src={path}"
+        ):
+            text_files.read_sentences(path, "src")
 
     def test_invalid_utf8_after_a_byte_order_mark_names_the_line(self):
         path = self.write("train.de", "\ufeffgut\n".encode() + b"sch\xf6n\n")

@@ -406,13 +406,16 @@ class BeamSearchTest(TestCase):
         )
         with self.assertRaisesRegex(ValueError, f"^{message}$"):
             self.search(model, [3, 2], beam_size=2, alpha=two)
-        # Checked while tracing too, where the limits are known.
-        traced = tf.function(
-            lambda: self.search(model, [3, 2], beam_size=2, alpha=two),
-            autograph=False,
-        )
-        with self.assertRaisesRegex(ValueError, f"^{message}$"):
-            traced()
+        # Checked while tracing too, where the limits are known, with
+        # AutoGraph (the default; its `round` of a tensor failed, and it
+        # prefixes the "user code" frames to the message) or without.
+        for autograph, expected in ((True, message), (False, f"^{message}$")):
+            traced = tf.function(
+                lambda: self.search(model, [3, 2], beam_size=2, alpha=two),
+                autograph=autograph,
+            )
+            with self.assertRaisesRegex(ValueError, expected):
+                traced()
         # The loop length lowers the longest output, and so raises the bound.
         self.search(model, [3, 2], beam_size=2, alpha=two, max_decode_steps=2)
         with self.assertRaisesRegex(ValueError, r"\(\(5 \+ 2\) / 6\)"):

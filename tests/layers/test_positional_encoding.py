@@ -88,6 +88,10 @@ class LearnedPositionalEmbeddingTest(TestCase):
         layer = layers.LearnedPositionalEmbedding(max_length=4)
         with self.assertRaisesRegex(ValueError, "positions 0 to 5, max_length=4"):
             layer(keras.Input((6, 3)))
+        # A symbolic start (a decoding step's model) has no value to check.
+        step = keras.Input((), batch_size=1, dtype="int32")
+        symbolic = layer(keras.Input((1, 3), batch_size=1), start_index=step)
+        self.assertEqual(symbolic.shape, (1, 1, 3))
         # A dynamic length under XLA: the assertion is dropped there, and a
         # gather would clamp positions 4 and 5 to the table's last row.
         call = tf.function(

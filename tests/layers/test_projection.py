@@ -151,29 +151,6 @@ class DenseTest(TestCase):
         self.assertEqual(ours.get_config(), theirs.get_config())
         self.assert_serialization_round_trip(ours)
 
-    def test_quantizes_as_keras_dense(self):
-        # Keras's `Dense.quantize` refuses subclasses unless asked; ours is
-        # quantized as Keras's own, by a model's `quantize` too, and then
-        # runs Keras's `quantized_call`.
-        ours, theirs, inputs = self._twins(activation="relu")
-        inputs = keras.Input((3, 5))
-        model = keras.Model(inputs, ours(inputs))
-        model.quantize("int8")
-        theirs.quantize("int8")
-        self.assertEqual(ours.quantization_mode, "int8")
-        self.assertEqual(
-            [w.path.split("/")[-1] for w in ours.weights],
-            [w.path.split("/")[-1] for w in theirs.weights],
-        )
-        x = tf.constant(np.random.default_rng(2).normal(size=(2, 3, 5)), tf.float32)
-        for training in (False, True):
-            self.assertAllEqual(
-                ours(x, training=training), theirs(x, training=training)
-            )
-        path = self.get_temp_dir() + "/quantized.keras"
-        model.save(path)
-        self.assertAllEqual(keras.models.load_model(path)(x), model(x))
-
     def test_mixed_bfloat16_training_gradient(self):
         layer = layers.Dense(4, dtype="mixed_bfloat16")
         inputs = tf.ones((2, 3, 5))
