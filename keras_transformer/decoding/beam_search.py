@@ -377,6 +377,20 @@ def _check_sizes(vocab_size, beam_size, num_return):
         )
 
 
+def _check_num_needed(num_needed, num_return):
+    """`num_needed` as given; a Python integer outside [1, `num_return`]
+    raises a ValueError (a tensor is the caller's to check: under XLA an
+    assertion is a no-op)."""
+    if tf.is_tensor(num_needed):
+        return tf.cast(num_needed, tf.int32)
+    if not is_integer(num_needed) or not 1 <= num_needed <= num_return:
+        raise ValueError(
+            "`num_needed` must be an integer in [1, num_return]. Received: "
+            f"num_needed={num_needed!r}, num_return={num_return}"
+        )
+    return int(num_needed)
+
+
 def beam_search(
     symbols_to_logits_fn,
     initial_ids,
@@ -393,6 +407,7 @@ def beam_search(
     tile_static=True,
     reorder_state=None,
     tile_state=True,
+    num_needed=None,
 ):
     """Finds the hypotheses Y of highest log P(Y) / length_penalty(|Y|).
 
@@ -451,6 +466,10 @@ def beam_search(
             of in-place caches) move less.
         tile_state: False passes `state` as [B*K, ...], made for the
             hypotheses (in-place caches), instead of tiling [B, ...].
+        num_needed: how many of the N returned hypotheses must be the best
+            ones, an int or int32 scalar tensor in [1, N] (default N): a
+            sentence is done once those are final, the others left as they
+            are then (a request for fewer than N, in a graph built for N).
 
     Returns:
         A `BeamSearchResult` sorted by score. A sentence without any
@@ -469,6 +488,8 @@ def beam_search(
     """
     _check_sizes(vocab_size, beam_size, num_return)
     k, v, n = int(beam_size), int(vocab_size), int(num_return)
+    # The index of the last hypothesis that must be final (see num_needed).
+    last = n - 1 if num_needed is None else _check_num_needed(num_needed, n) - 1
     initial_ids = tf.cast(initial_ids, tf.int32)
     batch_size = tf.shape(initial_ids)[0]
     # The static batch size where known, so that `decode_limits` checks it.
@@ -579,8 +600,8 @@ def beam_search(
         max_penalty = tf.maximum(
             length_penalty(length + 1, alpha), length_penalty(limits, alpha)
         )
-        hopeless = (new_finished[2][:, n - 1] > 0) & (
-            new_fin_scores[:, n - 1] >= best_alive / max_penalty
+        hopeless = (tf.gather(new_finished[2], last, axis=1) > 0) & (
+            tf.gather(new_fin_scores, last, axis=1) >= best_alive / max_penalty
         )
         done |= (length >= limits) | (best_alive <= NEG_INF / 2) | hopeless
         return step + 1, new_alive, new_finished, new_state, done

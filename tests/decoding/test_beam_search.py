@@ -210,6 +210,45 @@ class BeamSearchTest(TestCase):
         )
         self.assert_hypotheses(result, model, limits, alpha)
 
+    def test_num_needed_stops_once_those_hypotheses_are_final(self):
+        # A request for fewer hypotheses than the graph's N (TF Serving's
+        # `translate_with_options`) waited for all N to be final.
+        model = PrefixTable(4, max_length=5, seed=5, eos_bias=[2, 2, 1, 1])
+        steps = tf.Variable(0)
+
+        def counted_logits_fn(*args):
+            steps.assign_add(1)
+            return model.logits_fn(*args)
+
+        @tf.function(autograph=False)
+        def traced(num_needed):
+            return beam_search(
+                counted_logits_fn,
+                *model.inputs(),
+                vocab_size=model.vocab_size,
+                max_decode_length=5,
+                beam_size=4,
+                num_return=4,
+                num_needed=num_needed,
+            )
+
+        def search(num_needed=None):
+            steps.assign(0)
+            return traced(num_needed), int(steps.numpy())
+
+        full, full_steps = search()
+        needed_steps = []
+        for n in (1, 2, 3):  # A tensor: one trace.
+            result, result_steps = search(num_needed=tf.constant(n))
+            self.assertAllEqual(result.ids[:, :n], full.ids[:, :n])
+            self.assertAllEqual(result.scores[:, :n], full.scores[:, :n])
+            needed_steps.append(result_steps)
+        self.assertAllEqual(sorted(needed_steps), needed_steps)
+        self.assertLess(needed_steps[0], full_steps, "fixture: stops early")
+        self.assertLessEqual(needed_steps[-1], full_steps)
+        with self.assertRaisesRegex(ValueError, "num_needed=5, num_return=4"):
+            search(num_needed=5)
+
     def test_alpha_tensor(self):
         model = PrefixTable(2, max_length=4, seed=1)
         expected = self.search(model, 4, beam_size=3, alpha=1.2, num_return=2)
