@@ -175,6 +175,16 @@ class Translator(tf.Module):
     ):
         super().__init__(name=name)
         config = model.config
+        if config.source_vocab_size not in (None, config.vocab_size):
+            # One tokenizer makes the source ids too: they would index
+            # another vocabulary's embeddings (or past its end).
+            raise ValueError(
+                "A Translator tokenizes source and target with one "
+                "vocabulary, so the model must share it (as train.py's do); "
+                "this one has its own source vocabulary. Received: "
+                f"model.config.source_vocab_size={config.source_vocab_size}, "
+                f"model.config.vocab_size={config.vocab_size}"
+            )
         if tokenizer.vocab_size != config.vocab_size:
             raise ValueError(
                 "The tokenizer and the model must share one vocabulary; pass "

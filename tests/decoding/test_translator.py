@@ -417,6 +417,20 @@ class TranslatorTest(TestCase):
             ValueError, "share one vocabulary.*model.config.vocab_size=100"
         ):
             Translator(other, tokenizer)
+        # Its own source vocabulary, of the tokenizer's size or not: the
+        # source ids would index it (silently wrong, or a gather error).
+        for source_vocab_size in (50, fixtures.VOCAB_SIZE + 8):
+            own_source = build_transformer(
+                model.config.replace(
+                    share_embeddings="target", source_vocab_size=source_vocab_size
+                )
+            )
+            with self.assertRaisesRegex(
+                ValueError,
+                "one vocabulary.*this one has its own source vocabulary. "
+                f"Received: model.config.source_vocab_size={source_vocab_size}",
+            ):
+                Translator(own_source, tokenizer)
 
     def test_translate_texts_gives_one_line_per_sentence(self):
         # Every character `str.splitlines` splits on, e.g. a form feed or
