@@ -346,7 +346,9 @@ def training_lock(model_dir: str):
     """
     try:
         import fcntl
-    except ImportError:
+    except ImportError:  # Not yielded here: the block's errors would show
+        fcntl = None  # this one as their context.
+    if fcntl is None:
         yield
         return
     path = os.path.join(model_dir, LOCK_FILE)
@@ -359,6 +361,7 @@ def training_lock(model_dir: str):
             f"directory. Received: model_dir={model_dir}"
         ) from None
     with lock:
+        locked = True
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -372,16 +375,17 @@ def training_lock(model_dir: str):
             ) from None
         except OSError as error:  # No locks on this filesystem (ENOLCK).
             logging.info("model_dir is not locked: %s", error)
-            yield
-            return
-        lock.seek(0)
-        lock.truncate()
-        lock.write(f"pid {os.getpid()} on {socket.gethostname()}")
-        lock.flush()
+            locked = False
+        if locked:
+            lock.seek(0)
+            lock.truncate()
+            lock.write(f"pid {os.getpid()} on {socket.gethostname()}")
+            lock.flush()
         try:
             yield
         finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+            if locked:
+                fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def save_settings(model_dir: str, settings: dict) -> None:
