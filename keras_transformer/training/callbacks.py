@@ -207,7 +207,7 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
                     "continue %s exactly.",
                     step,
                     what,
-                    ", ".join(f"{k} {was} -> {now}" for k, (was, now) in items.items()),
+                    ", ".join(f"{k} {was} -> {is_}" for k, (was, is_) in items.items()),
                     consequence,
                     order,
                 )
