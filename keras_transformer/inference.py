@@ -11,7 +11,7 @@ import re
 
 import tensorflow as tf
 
-from keras_transformer import serving
+from keras_transformer import files, serving
 from keras_transformer.decoding import translator as translator_lib
 from keras_transformer.training import run_checks
 
@@ -138,7 +138,9 @@ def model_folders(keras_file: str) -> list[str]:
     """Where the files of a `.keras` model's training run may be: its own
     directory and, for a checkpoint (`<model_dir>/checkpoints/`, the
     trainer's layout), the run's directory."""
-    folder = os.path.dirname(os.path.abspath(keras_file))
+    if not files.is_remote(keras_file):
+        keras_file = os.path.abspath(keras_file)
+    folder = os.path.dirname(keras_file)
     if os.path.basename(folder) == "checkpoints":
         return [folder, os.path.dirname(folder)]
     return [folder]
@@ -149,14 +151,14 @@ def run_folder(model: str) -> str | None:
     file): `model` if it is a directory, else beside the `.keras` file or,
     for a checkpoint, one level up (`model_folders`), where its vocabulary
     is found too; None if there is none (e.g. an exported SavedModel)."""
-    if os.path.isdir(model):
+    if tf.io.gfile.isdir(model):
         folders = [model]
-    elif os.path.isfile(model):
+    elif tf.io.gfile.exists(model):
         folders = model_folders(model)
     else:  # Missing: `load_translator` says so.
         return None
     for folder in folders:
-        if os.path.isfile(os.path.join(folder, run_checks.SETTINGS_FILE)):
+        if tf.io.gfile.exists(os.path.join(folder, run_checks.SETTINGS_FILE)):
             return folder
     return None
 

@@ -3,7 +3,9 @@
 import os
 
 import numpy as np
+import tensorflow as tf
 
+from keras_transformer import files
 from keras_transformer.commands import same_file
 from keras_transformer.model import Transformer
 from keras_transformer.serving import MODEL_FILE, load_model
@@ -104,19 +106,20 @@ def check_output(output: str, model_dir: str) -> None:
             from the run's directory).
     """
     problem = None
-    folder = os.path.dirname(os.path.abspath(output))
+    remote = files.is_remote(output)
+    folder = os.path.dirname(output if remote else os.path.abspath(output))
     if not output.endswith(".keras"):
         problem = "must be a .keras file (evaluate and export read .keras)"
-    elif os.path.isdir(output):
+    elif tf.io.gfile.isdir(output):
         # The average is renamed onto it only after every checkpoint is
         # loaded and averaged.
         problem = (
             "is a directory; name the .keras file to write, e.g. "
             f"{os.path.join(output, 'averaged.keras')}"
         )
-    elif not os.path.isdir(folder):
+    elif not tf.io.gfile.isdir(folder):
         problem = f"must be in an existing directory ({folder} is not one)"
-    elif not os.access(folder, os.W_OK):
+    elif not remote and not os.access(folder, os.W_OK):
         problem = f"must be in a writable directory ({folder} is not)"
     else:
         checkpoints = list_checkpoints(os.path.join(model_dir, _CHECKPOINT_DIR))

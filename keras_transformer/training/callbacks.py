@@ -17,6 +17,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from keras_transformer import files
+
 CHECKPOINT_PATTERN = re.compile(r"^ckpt-(\d+)\.keras$")
 
 
@@ -183,7 +185,7 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         if not tf.io.gfile.exists(path):
             return 0
         now = {"batching": batching or {}, "schedule": schedule or {}}
-        with h5py.File(path, "r") as backup:
+        with files.local_copy(path) as local, h5py.File(local, "r") as backup:
             group = backup.get(cls.RESUME_GROUP)
             if group is None:
                 return 0
@@ -231,15 +233,17 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
     def _save_model(self):
         tf.io.gfile.makedirs(self.backup_dir)
         partial = os.path.join(self.backup_dir, "partial.weights.h5")
-        self.model.save_weights(partial, overwrite=True)
-        with h5py.File(partial, "a") as backup:
-            group = backup.create_group(self.RESUME_GROUP)
-            group.attrs["step"] = current_step(self.model)
-            for kind, values in self.recorded.items():
-                for name, value in values.items():
-                    group.attrs[f"{kind}/{name}"] = value
-            for index, state in enumerate(_seed_states(self.model)):
-                group[str(index)] = keras.ops.convert_to_numpy(state)
+        # h5py writes local files: a remote backup is written locally first.
+        with files.local_copy(partial, "w") as local:
+            self.model.save_weights(local, overwrite=True)
+            with h5py.File(local, "a") as backup:
+                group = backup.create_group(self.RESUME_GROUP)
+                group.attrs["step"] = current_step(self.model)
+                for kind, values in self.recorded.items():
+                    for name, value in values.items():
+                        group.attrs[f"{kind}/{name}"] = value
+                for index, state in enumerate(_seed_states(self.model)):
+                    group[str(index)] = keras.ops.convert_to_numpy(state)
         tf.io.gfile.rename(partial, self._weights_path, overwrite=True)
 
     def _load_model(self):
@@ -261,7 +265,10 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
 
     def _restore_seed_states(self):
         states = _seed_states(self.model)
-        with h5py.File(self._weights_path, "r") as backup:
+        with (
+            files.local_copy(self._weights_path) as local,
+            h5py.File(local, "r") as backup,
+        ):
             group = backup.get(self.RESUME_GROUP)
             if group is None:
                 return  # A backup of an earlier version: dropout restarts.

@@ -7,8 +7,10 @@ import math
 import os
 import socket
 
+import tensorflow as tf
 from absl import logging
 
+from keras_transformer import files
 from keras_transformer.checks import is_integer, is_real
 
 # The smallest vocabulary `tokenizer.train_subword_vocab` accepts: 4 special
@@ -244,11 +246,11 @@ def read_settings(folder: str) -> dict | None:
         ValueError: if the settings file is not a JSON object, naming it.
     """
     path = os.path.join(folder, SETTINGS_FILE)
-    if not os.path.isfile(path):
+    if not tf.io.gfile.exists(path) or tf.io.gfile.isdir(path):
         return None
     try:
-        with open(path, encoding="utf-8") as file:
-            settings = json.load(file)
+        with tf.io.gfile.GFile(path, "rb") as file:
+            settings = json.loads(file.read())
     except ValueError as error:  # Not JSON, or not UTF-8.
         raise ValueError(
             f"The training run's {SETTINGS_FILE} is not valid JSON "
@@ -290,16 +292,16 @@ def check_model_dir(
             settings file is not a JSON object, or if its run has other
             settings (each named with both values).
     """
-    if os.path.isfile(model_dir):
+    if tf.io.gfile.exists(model_dir) and not tf.io.gfile.isdir(model_dir):
         raise ValueError(
             "`model_dir` is an existing file; it must be a directory (new, "
             f"or of the run to resume). Received: model_dir={model_dir}"
         )
     try:
-        os.makedirs(model_dir, exist_ok=True)
-    except OSError as error:
+        tf.io.gfile.makedirs(model_dir)
+    except tf.errors.OpError as error:
         raise ValueError(
-            f"`model_dir` cannot be created ({error.strerror}); choose "
+            f"`model_dir` cannot be created ({error.message}); choose "
             f"another directory. Received: model_dir={model_dir}"
         ) from None
     saved = read_settings(model_dir)
@@ -337,8 +339,9 @@ def training_lock(model_dir: str):
     period) would both resume from the same backup and write the same
     checkpoints, model and logs, mixed. The lock is the kernel's
     (`fcntl.flock` of `LOCK_FILE`): released when its process ends, however
-    it ends, so a crash leaves nothing to clean up. Filesystems without
-    locks, and systems without `fcntl` (Windows), are not locked.
+    it ends, so a crash leaves nothing to clean up. Remote directories
+    (`gs://`), filesystems without locks and systems without `fcntl`
+    (Windows) are not locked.
 
     Raises:
         ModelDirBusyError: if another process holds it, naming that process.
@@ -348,7 +351,9 @@ def training_lock(model_dir: str):
         import fcntl
     except ImportError:  # Not yielded here: the block's errors would show
         fcntl = None  # this one as their context.
-    if fcntl is None:
+    if fcntl is None or files.is_remote(model_dir):
+        if fcntl is not None:
+            logging.info("model_dir is not locked (remote): %s", model_dir)
         yield
         return
     path = os.path.join(model_dir, LOCK_FILE)
@@ -398,6 +403,6 @@ def save_settings(model_dir: str, settings: dict) -> None:
     """
     path = os.path.join(model_dir, SETTINGS_FILE)
     # Written aside and renamed, so it is never seen half-written.
-    with open(path + ".partial", "w", encoding="utf-8") as f:
-        json.dump(settings, f, indent=2, sort_keys=True)
-    os.replace(path + ".partial", path)
+    with tf.io.gfile.GFile(path + ".partial", "w") as f:
+        f.write(json.dumps(settings, indent=2, sort_keys=True))
+    tf.io.gfile.rename(path + ".partial", path, overwrite=True)

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import uuid
 import warnings
 from unittest import mock
 
@@ -12,10 +13,15 @@ import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
-from keras_transformer import TransformerConfig, build_transformer
+from keras_transformer import (
+    TransformerConfig,
+    build_transformer,
+    export_model,
+    inference,
+)
 from keras_transformer import config as config_lib
+from keras_transformer.training import averaging, distribution, run_checks, trainer
 from keras_transformer.training import callbacks as callbacks_lib
-from keras_transformer.training import distribution, run_checks, trainer
 from keras_transformer.training.schedule import TransformerSchedule
 from tests.data import fixtures
 from tests.test_case import TestCase, eight_replica_strategy
@@ -280,6 +286,42 @@ class TrainerTest(TestCase):
             ValueError, f"rerun with vocab_size={fixtures.VOCAB_SIZE} "
         ):
             self.run_training(folder, train_steps=8, vocab_size=fixtures.VOCAB_SIZE + 8)
+
+    def test_a_remote_model_dir_trains_resumes_and_translates(self):
+        # TensorFlow's in-memory filesystem stands for gs://: every file of
+        # the run goes through tf.io.gfile (h5py's backup through a local
+        # copy); a local os call would write under "./ram:" instead.
+        folder = fixtures.tempdir(self)
+        model_dir = f"ram://{uuid.uuid4().hex}/run"
+        settings = {"model_dir": model_dir, "train_steps": 4, "batch_tokens": 512}
+        with self.assertRaisesRegex(KeyboardInterrupt, "killed at step 3"):
+            self.run_training(folder, extra_callbacks=(CrashAt(3),), **settings)
+        recorder = FirstStepRecorder()
+        result = self.run_training(folder, extra_callbacks=(recorder,), **settings)
+        self.assertEqual((recorder.first_step, result.step), (2, 4))
+        self.assertFalse(os.path.exists("ram:"))
+        self.assertContainsSubset(
+            ["backup", "checkpoints", "logs", "model.keras", "settings.json"],
+            tf.io.gfile.listdir(model_dir),
+        )
+        self.assertNotIn(run_checks.LOCK_FILE, tf.io.gfile.listdir(model_dir))
+        # The commands read the run where it is.
+        averaging.check_output(f"{model_dir}/averaged.keras", model_dir)
+        with self.assertRaisesRegex(ValueError, "must be in an existing directory"):
+            averaging.check_output(f"{model_dir}/missing/averaged.keras", model_dir)
+        keras_file = f"{model_dir}/model.keras"
+        self.assertEqual(inference.run_folder(keras_file), model_dir)
+        vocab = export_model.default_vocab(model_dir, [keras_file])
+        self.assertEqual(vocab, f"{model_dir}/vocab.model")
+        local = os.path.join(folder, "copy")
+        for path in (keras_file, vocab, f"{model_dir}/settings.json"):
+            tf.io.gfile.makedirs(local)
+            tf.io.gfile.copy(path, os.path.join(local, os.path.basename(path)))
+        sentences = [source for source, _ in fixtures.PAIRS[:3]]
+        self.assertEqual(
+            inference.load_translator(model_dir, beam_size=2).translate(sentences),
+            inference.load_translator(local, beam_size=2).translate(sentences),
+        )
 
     @pytest.mark.slow
     def test_accumulating_run_counts_updates_and_resumes_on_its_batches(self):

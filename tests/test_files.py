@@ -1,0 +1,53 @@
+"""Tests of local copies of remote files (`keras_transformer.files`)."""
+
+import os
+import uuid
+
+import tensorflow as tf
+
+from keras_transformer import files
+from tests.data import fixtures
+from tests.test_case import TestCase
+
+
+class FilesTest(TestCase):
+    def test_remote_paths_are_those_with_a_scheme_other_than_file(self):
+        self.assertTrue(files.is_remote("gs://bucket/run"))
+        self.assertTrue(files.is_remote("ram://run/model.keras"))
+        self.assertFalse(files.is_remote("file:///tmp/run"))
+        self.assertFalse(files.is_remote("/tmp/run"))
+        self.assertFalse(files.is_remote("runs/a:b"))
+
+    def test_a_local_path_is_used_as_it_is(self):
+        path = os.path.join(fixtures.tempdir(self), "file")
+        with files.local_copy(path, "w") as local:
+            self.assertEqual(local, path)
+
+    def test_a_remote_file_is_written_and_read_through_a_local_copy(self):
+        path = f"ram://{uuid.uuid4().hex}/file.txt"
+        with files.local_copy(path, "w") as local:
+            self.assertFalse(files.is_remote(local))
+            with open(local, "w") as file:
+                file.write("text")
+        self.assertFalse(os.path.exists(local))  # The copy is temporary.
+        self.assertEqual(tf.io.gfile.GFile(path).read(), "text")
+        with files.local_copy(path) as local, open(local) as file:
+            self.assertEqual(file.read(), "text")
+
+    def test_a_failed_block_writes_nothing(self):
+        path = f"ram://{uuid.uuid4().hex}/file.txt"
+        with (
+            self.assertRaisesRegex(OSError, "disk full"),
+            files.local_copy(path, "w") as local,
+        ):
+            with open(local, "w") as file:
+                file.write("half")
+            raise OSError("disk full")
+        self.assertFalse(tf.io.gfile.exists(path))
+
+    def test_an_unknown_mode_is_refused(self):
+        with (
+            self.assertRaisesRegex(ValueError, '`mode` must be "r" or "w"'),
+            files.local_copy("/tmp/x", "rb"),
+        ):
+            pass
