@@ -270,7 +270,7 @@ def load_training_batches(
     # hours of training.
     dropped = stats.dropped_empty + stats.dropped_overlong
     log = logging.warning if dropped else logging.info
-    log("Data %s/%s: %s", spec, split, stats.describe())
+    log("Data %s, %s split: %s", spec, split, stats.describe())
     return TrainingBatches(
         examples=examples,
         stats=stats,

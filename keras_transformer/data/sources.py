@@ -13,8 +13,10 @@ The spec forms are:
 - `tsv:PATH/train.tsv` or `tsv:train=FILE,dev=FILE,test=FILE`: lines of
   `source<TAB>target` (source in SRC_LANG first); siblings `dev.tsv` (or
   `valid.tsv`, `newstest2013.tsv`) and `test.tsv` (or `newstest2014.tsv`).
-- `tfds:wmt14_translate/de-en` (or `/fr-en`): TFDS, prepared beforehand
-  (see `tfds_source`); the direction comes from src_lang and tgt_lang.
+- `tfds:wmt14_translate/de-en` (or `/fr-en`, or another TFDS translation
+  dataset's NAME/CONFIG, e.g. `ted_hrlr_translate/pt_to_en`): TFDS,
+  prepared beforehand (see `tfds_source`); the direction comes from
+  src_lang and tgt_lang.
 """
 
 import dataclasses
@@ -22,6 +24,7 @@ import functools
 import os
 
 import tensorflow as tf
+from absl import logging
 
 from keras_transformer.data import text_files, tfds_source
 
@@ -40,6 +43,7 @@ SPEC_FORMS = (
     "tsv:train=FILE,dev=FILE,test=FILE",
     "tfds:wmt14_translate/de-en",
     "tfds:wmt14_translate/fr-en",
+    "tfds:NAME/CONFIG",
 )
 # The paper's shared BPE vocabulary sizes (section 5.1).
 _DEFAULT_VOCAB_SIZES = {
@@ -80,8 +84,8 @@ class DataSpec:
 
 
 class MissingSplitError(FileNotFoundError, ValueError):
-    """A split the data spec does not have (no sibling files, or not among
-    its named splits)."""
+    """A split the data spec does not have (no sibling files, not among its
+    named splits, or not in the prepared TFDS dataset)."""
 
 
 def parse_data_spec(spec: str) -> DataSpec:
@@ -103,8 +107,8 @@ def parse_data_spec(spec: str) -> DataSpec:
         raise _spec_error(spec)
     if kind == "tfds":
         _, slash, config = rest.partition("/")
-        if not slash or "-" not in config:
-            raise _spec_error(spec, "tfds needs NAME/CONFIG with a pair")
+        if not slash or not config:
+            raise _spec_error(spec, "tfds needs NAME/CONFIG, the config a pair")
         return DataSpec("tfds", location=rest)
     # Named splits start with one (`train=...`): a path may hold "=".
     first, equals, _ = rest.partition("=")
@@ -144,8 +148,8 @@ def absolute_data_spec(spec: DataSpec | str) -> DataSpec:
         return spec
     return dataclasses.replace(
         spec,
-        location=spec.location and _absolute(spec.location),
-        splits=tuple((split, _absolute(path)) for split, path in spec.splits),
+        location=spec.location and absolute_path(spec.location),
+        splits=tuple((split, absolute_path(path)) for split, path in spec.splits),
     )
 
 
@@ -155,8 +159,9 @@ def normalize_data_spec(spec: str) -> str:
     return str(absolute_data_spec(spec))
 
 
-def _absolute(path: str) -> str:
-    # abspath also normalizes ("c/../c" -> "c").
+def absolute_path(path: str) -> str:
+    """`path` made absolute and normalized ("c/../c" -> "c"), unless it is
+    a URL (`gs://...`)."""
     return path if "://" in path else os.path.abspath(path)
 
 
@@ -236,9 +241,7 @@ def load_pairs(
     if spec.kind == "demo":
         return _demo_pairs(split, src_lang, tgt_lang)
     if spec.kind == "tfds":
-        dataset = tfds_source.load_tfds_split(
-            spec.location, split, src_lang, tgt_lang, data_dir
-        )
+        dataset = load_split(spec, split, src_lang, tgt_lang, data_dir)
         sources, targets = [], []
         for source, target in dataset.as_numpy_iterator():
             sources.append(source.decode("utf-8"))
@@ -294,9 +297,12 @@ def load_split(
     check_data_dir(spec, data_dir)
     if spec.kind == "tfds":
         _check_split_and_langs(split, src_lang, tgt_lang)
-        return tfds_source.load_tfds_split(
-            spec.location, split, src_lang, tgt_lang, data_dir
-        )
+        try:
+            return tfds_source.load_tfds_split(
+                spec.location, split, src_lang, tgt_lang, data_dir
+            )
+        except tfds_source.MissingTfdsSplitError as error:
+            raise MissingSplitError(str(error)) from None
     sources, targets = load_pairs(spec, split, src_lang, tgt_lang)
     return tf.data.Dataset.from_tensor_slices(
         (tf.constant(sources, tf.string), tf.constant(targets, tf.string))
@@ -334,10 +340,24 @@ def _split_location(spec, split, src_lang):
     mark = stem[len("train") :] if stem.startswith("train") else ""
     names = [name + mark for name in SIBLING_NAMES[split]] if mark else []
     tried = []
-    for name in names + list(SIBLING_NAMES[split]):
+    for index, name in enumerate(names + list(SIBLING_NAMES[split])):
         candidate = os.path.join(folder, name + extension)
         tried.append(candidate + probe_suffix)
         if tf.io.gfile.exists(candidate + probe_suffix):
+            if index >= len(names) > 0:
+                logging.warning(
+                    "The %s split is read from %s: there is none marked %r "
+                    "as %s is (%s), and an unmarked file may be processed "
+                    "otherwise. Name the files if that is not the one: "
+                    "%s:train=...,%s=...",
+                    split,
+                    candidate + probe_suffix,
+                    mark,
+                    spec.location,
+                    ", ".join(tried[: len(names)]),
+                    spec.kind,
+                    split,
+                )
             return candidate
     raise MissingSplitError(
         f"No {split} split beside {spec.location}: none of {tried} exists. "

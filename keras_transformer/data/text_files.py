@@ -40,20 +40,22 @@ def read_lines(path: str) -> list[str]:
     return _lines(_read_text(path), path, "path")
 
 
-def split_lines(data: bytes, name: str) -> list[str]:
+def split_lines(data: bytes, name: str, argument: str = "input") -> list[str]:
     """UTF-8 `data` (e.g. standard input) as `read_lines` gives a file's
     lines, without its emptiness check (no data gives no lines).
 
     Args:
         data: the bytes.
         name: what they are, for the error message (e.g. "standard input").
+        argument: the flag or argument they came from, for the message's
+            "Received: ..." part.
 
     Raises:
         ValueError: if `data` is not valid UTF-8 (the message names the
             line of the first invalid byte) or holds a "\\r" inside a line.
     """
-    text = decode_utf8(data, name, argument="input")
-    return _lines(text.removesuffix("\n"), name, "input") if text else []
+    text = decode_utf8(data, name, argument=argument)
+    return _lines(text.removesuffix("\n"), name, argument) if text else []
 
 
 def read_sentences(path: str, flag: str) -> list[str]:
@@ -73,7 +75,7 @@ def read_sentences(path: str, flag: str) -> list[str]:
     """
     hint = "Pass a text file of sentences, one per line."
     data = read_file(path, f"The --{flag} file", hint, argument=flag)
-    sentences = split_lines(data, path)
+    sentences = split_lines(data, path, argument=flag)
     if not sentences:  # No bytes, or a byte-order mark alone.
         raise ValueError(
             f"The --{flag} file {path} is empty. {hint} Received: {flag}={path}"
@@ -288,7 +290,8 @@ def read_tsv(path: str) -> tuple[list[str], list[str]]:
 
     Args:
         path: the TSV file. Each line has exactly two tab-separated fields,
-            the source sentence first.
+            the source sentence first (no header line), or is blank (an
+            empty pair).
 
     Returns:
         `(sources, targets)`, two lists of equal length.
@@ -302,7 +305,9 @@ def read_tsv(path: str) -> tuple[list[str], list[str]]:
     sources, targets = [], []
     lines = _split(_read_text(path), path, "path")
     for number, line in enumerate(lines, start=1):
-        fields = line.split("\t")
+        # A blank line is an empty pair, as blank lines of a text corpus are
+        # (training drops and counts it).
+        fields = line.split("\t") if line.strip() else ["", ""]
         if len(fields) != 2:
             raise ValueError(
                 f"{path} line {number} has {len(fields)} tab-separated "

@@ -20,6 +20,11 @@ import tensorflow_datasets as tfds
 TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
 
 
+class MissingTfdsSplitError(FileNotFoundError, ValueError):
+    """A split the prepared dataset does not have (`sources` raises it as
+    its `MissingSplitError`)."""
+
+
 def load_tfds_split(
     name: str,
     split: str,
@@ -47,6 +52,8 @@ def load_tfds_split(
     Raises:
         ValueError: if `name` is not a TFDS dataset or config, `split` is
             unknown or a language is not in the dataset's pair.
+        MissingTfdsSplitError: (a FileNotFoundError and a ValueError) if
+            the prepared dataset lacks the split.
         FileNotFoundError: if the data has not been prepared in `data_dir`;
             the message gives the command that prepares it.
     """
@@ -69,11 +76,24 @@ def load_tfds_split(
         configs = [c.name for c in tfds.builder_cls(dataset).BUILDER_CONFIGS]
         if not config or config in configs:
             raise
+        if not configs:
+            raise ValueError(
+                f"{dataset} has no configs, so it is no translation dataset "
+                "of language pairs; use one such as wmt14_translate/de-en. "
+                f"Received: name={name}"
+            ) from error
         raise ValueError(
             f"{dataset} has no config '{config}'; pick one of {configs} "
             f"(the language pair). Received: name={name}"
         ) from error
-    languages = list(builder.info.features.languages)
+    languages = getattr(builder.info.features, "languages", None)
+    if languages is None:
+        raise ValueError(
+            f"{name} is not a translation dataset (its features are not a "
+            "tfds.features.Translation of a language pair); use one such as "
+            f"wmt14_translate/de-en. Received: name={name}"
+        )
+    languages = list(languages)
     for arg, lang in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
         if lang not in languages:
             raise ValueError(
@@ -86,8 +106,16 @@ def load_tfds_split(
             "`src_lang` and `tgt_lang` must differ. "
             f"Received: src_lang={src_lang}, tgt_lang={tgt_lang}"
         )
+    tfds_split = TFDS_SPLITS[split]
+    if builder.is_prepared() and tfds_split not in builder.info.splits:
+        raise MissingTfdsSplitError(
+            f"The TFDS dataset {name} in {builder.data_dir_root} has no "
+            f"{tfds_split!r} split (the {split} split); it has "
+            f"{sorted(builder.info.splits)}. Prepare the dataset with it. "
+            f"Received: name={name}, split={split}, data_dir={data_dir}"
+        )
     try:
-        examples = builder.as_dataset(split=TFDS_SPLITS[split], shuffle_files=False)
+        examples = builder.as_dataset(split=tfds_split, shuffle_files=False)
     except AssertionError as error:
         # TFDS signals "not prepared" with an AssertionError.
         root = str(builder.data_dir_root)

@@ -265,14 +265,18 @@ class SubwordTokenizer(tf.Module):
             "Sentencepiece model file",
             "Pass the `.model` file written by training (e.g. MODEL_DIR/vocab.model).",
         )
+        not_a_model = ValueError(
+            "The file is not a sentencepiece model; pass the `.model` file "
+            "written by training (not the `.vocab` text file). "
+            f"Received: path={path}"
+        )
+        # Empty, sentencepiece would load it as a model without pieces.
+        if not proto:
+            raise not_a_model
         try:
             return cls(proto)
         except RuntimeError:  # sentencepiece cannot parse the bytes
-            raise ValueError(
-                "The file is not a sentencepiece model; pass the `.model` "
-                "file written by training (not the `.vocab` text file). "
-                f"Received: path={path}"
-            ) from None
+            raise not_a_model from None
 
     def save(self, path: str) -> None:
         """Writes the sentencepiece model file, e.g. beside the model."""

@@ -310,6 +310,8 @@ def run_training(
     del settings["vocab_size"]  # The vocabulary's, checked once loaded.
     settings.update(
         data=data,
+        # The folder a TFDS corpus is read from: another one holds other data.
+        data_dir=data_dir and sources.absolute_path(data_dir),
         src_lang=src_lang,
         tgt_lang=tgt_lang,
         # Loss scaling adds optimizer variables: backups of one precision
@@ -323,8 +325,9 @@ def run_training(
         write_dir,
         settings,
         normalize={"data": sources.normalize_data_spec},
-        # A run begun before a config field existed had its old behaviour.
-        defaults=config_lib.LEGACY_VALUES,
+        # A run begun before a config field existed had its old behaviour;
+        # one begun before data_dir was recorded is not checked for it.
+        defaults={**config_lib.LEGACY_VALUES, "data_dir": settings["data_dir"]},
     )
     # From here on, this process alone trains in (and writes to) write_dir.
     with run_checks.training_lock(write_dir):

@@ -21,6 +21,11 @@ class ParseDataSpecTest(test_case.TestCase):
             sources.DataSpec("tfds", "wmt14_translate/de-en"),
         ),
         (
+            "tfds_other_dataset",
+            "tfds:ted_hrlr_translate/pt_to_en",
+            sources.DataSpec("tfds", "ted_hrlr_translate/pt_to_en"),
+        ),
+        (
             # "=" in a path: named splits start with a split's name.
             "equals",
             "text:d/lang=en-de/train",
@@ -134,13 +139,21 @@ class LoadTextTest(test_case.TestCase):
             for lang in ("en", "de"):
                 fixtures.write(self.path(f"{name}.{lang}"), f"{name} {lang}\n")
         spec = f"text:{self.path('train.tok')}"
-        self.assertEqual(
-            sources.load_pairs(spec, "dev", "en", "de"),
-            (["dev.tok en"], ["dev.tok de"]),
-        )
-        # Without a marked one, the plain names as before.
-        self.assertEqual(
-            sources.load_pairs(spec, "test", "en", "de")[0], ["newstest2014 en 0"]
+        with self.assertNoLogs("absl", "WARNING"):
+            self.assertEqual(
+                sources.load_pairs(spec, "dev", "en", "de"),
+                (["dev.tok en"], ["dev.tok de"]),
+            )
+        # Without a marked one, the plain names as before, with a warning.
+        with self.assertLogs("absl", "WARNING") as logs:
+            self.assertEqual(
+                sources.load_pairs(spec, "test", "en", "de")[0], ["newstest2014 en 0"]
+            )
+        self.assertRegex(
+            logs.output[0],
+            f"The test split is read from {self.path('newstest2014.en')}: there "
+            f"is none marked '.tok' as {self.path('train.tok')} is "
+            rf"\({self.path('test.tok.en')}, {self.path('newstest2014.tok.en')}\)",
         )
         fixtures.write(self.path("train.bpe.tsv"), "a\tb\n")
         fixtures.write(self.path("test.bpe.tsv"), "c\td\n")

@@ -156,6 +156,13 @@ class TextFilesTest(test_case.TestCase):
         ):
             text_files.read_sentences(path, "src")
 
+    def test_a_commands_file_of_sentences_is_named_by_its_flag(self):
+        path = self.write("src.en", b"gut\nsch\xf6n\n")
+        with self.assertRaisesRegex(
+            ValueError, f"invalid UTF-8 in {path} line 2.*Received: src={path}, line=2"
+        ):
+            text_files.read_sentences(path, "src")
+
     def test_invalid_utf8_after_a_byte_order_mark_names_the_line(self):
         path = self.write("train.de", "\ufeffgut\n".encode() + b"sch\xf6n\n")
         with self.assertRaisesRegex(
@@ -253,6 +260,13 @@ class TextFilesTest(test_case.TestCase):
         path = self.write("train.tsv", "Hello .\tHallo .\r\nBye .\t\n")
         self.assertEqual(
             text_files.read_tsv(path), (["Hello .", "Bye ."], ["Hallo .", ""])
+        )
+
+    def test_blank_tsv_lines_are_empty_pairs(self):
+        path = self.write("train.tsv", "Hello .\tHallo .\n \nBye .\tTschüss .\n\n")
+        self.assertEqual(
+            text_files.read_tsv(path),
+            (["Hello .", "", "Bye .", ""], ["Hallo .", "", "Tschüss .", ""]),
         )
 
     def test_tsv_line_with_wrong_field_count(self):

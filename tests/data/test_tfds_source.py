@@ -23,6 +23,25 @@ def _fake_as_dataset(builder, split, decoders=None, read_config=None, **kw):
     return tf.data.Dataset.from_tensor_slices(_EXAMPLES[split])
 
 
+def _prepare(data_dir, splits):
+    """Writes wmt14_translate/de-en into `data_dir` as TFDS prepares it
+    (TFRecord files and their metadata), with `splits` of `_EXAMPLES`."""
+    builder = tfds.builder("wmt14_translate/de-en", data_dir=data_dir)
+    features = builder.info.features
+    os.makedirs(builder.data_dir)
+    for split in splits:
+        name = f"wmt14_translate-{split}.tfrecord-00000-of-00001"
+        with tf.io.TFRecordWriter(os.path.join(builder.data_dir, name)) as writer:
+            for en, de in zip(_EXAMPLES[split]["en"], _EXAMPLES[split]["de"]):
+                writer.write(features.serialize_example({"en": en, "de": de}))
+    tfds.folder_dataset.write_metadata(
+        data_dir=builder.data_dir,
+        features=features,
+        split_infos=None,  # Computed from the files.
+        filename_template="{DATASET}-{SPLIT}.{FILEFORMAT}-{SHARD_X_OF_Y}",
+    )
+
+
 class TfdsSourceTest(test_case.TestCase):
     @parameterized.named_parameters(
         ("train_en_de", "train", "en", "de", _EXAMPLES["train"]),
@@ -54,6 +73,21 @@ class TfdsSourceTest(test_case.TestCase):
             )
         self.assertLen(forward[0], 7)
         self.assertEqual(forward, (backward[1], backward[0]))
+
+    def test_another_translation_dataset_and_one_that_is_not(self):
+        with tfds.testing.mock_data(num_examples=3):
+            sources_, targets = sources.load_pairs(
+                "tfds:ted_hrlr_translate/pt_to_en", "dev", "en", "pt"
+            )
+        self.assertEqual((len(sources_), len(targets)), (3, 3))
+        with self.assertRaisesRegex(
+            ValueError, "^glue/cola is not a translation dataset .*name=glue/cola$"
+        ):
+            tfds_source.load_tfds_split("glue/cola", "train", "en", "de")
+        with self.assertRaisesRegex(
+            ValueError, "^mnist has no configs, so it is no translation dataset"
+        ):
+            tfds_source.load_tfds_split("mnist/x", "train", "en", "de")
 
     def test_language_not_in_the_pair(self):
         with (
@@ -97,6 +131,22 @@ class TfdsSourceTest(test_case.TestCase):
                 "wmt14_translate/de-fr", "train", "de", "fr", data_dir
             )
         self.assertEqual(os.listdir(data_dir), [])
+
+    def test_prepared_data_is_read_and_a_split_it_lacks_is_named(self):
+        # Real files, not mocked: the dataset prepared without validation.
+        data_dir = fixtures.tempdir(self)
+        _prepare(data_dir, ["train", "test"])
+        spec = "tfds:wmt14_translate/de-en"
+        self.assertEqual(
+            sources.load_pairs(spec, "train", "de", "en", data_dir),
+            (_EXAMPLES["train"]["de"], _EXAMPLES["train"]["en"]),
+        )
+        with self.assertRaisesRegex(
+            sources.MissingSplitError,
+            f"^The TFDS dataset wmt14_translate/de-en in {data_dir} has no "
+            r"'validation' split \(the dev split\); it has \['test', 'train'\]\.",
+        ):
+            sources.load_pairs(spec, "dev", "en", "de", data_dir)
 
     def test_unprepared_data_tells_how_to_prepare_it(self):
         # The real builder, not mocked, on an empty data_dir: no download.

@@ -231,10 +231,9 @@ class SubwordTokenizerTest(test_case.TestCase):
             fixtures.VOCAB_SIZE,
         )
 
-    def test_a_file_that_is_not_a_model_is_named(self):
-        path = fixtures.write(
-            os.path.join(fixtures.tempdir(self), "vocab.vocab"), "<pad>\t0\n"
-        )
+    @parameterized.parameters(("vocab.vocab", "<pad>\t0\n"), ("vocab.model", ""))
+    def test_a_file_that_is_not_a_model_is_named(self, name, content):
+        path = fixtures.write(os.path.join(fixtures.tempdir(self), name), content)
         with self.assertRaisesRegex(
             ValueError, f"not a sentencepiece model.*Received: path={path}"
         ):

@@ -652,6 +652,22 @@ class TrainerTest(TestCase):
                 defaults=config_lib.LEGACY_VALUES,
             )
 
+    def settings_error(self, model_dir, data, data_dir=None):
+        """The message of a run in `model_dir`, whose settings file holds
+        only some settings (so the others differ too)."""
+        with self.assertRaisesRegex(ValueError, "begun with other") as caught:
+            trainer.run_training(
+                tiny_config(),
+                data=data,
+                data_dir=data_dir,
+                src_lang="en",
+                tgt_lang="de",
+                model_dir=model_dir,
+                train_steps=2,
+                steps_per_checkpoint=2,
+            )
+        return str(caught.exception)
+
     def test_a_rerun_compares_the_corpus_not_its_spelling(self):
         folder = fixtures.tempdir(self)
         model_dir = os.path.join(folder, "run")
@@ -660,30 +676,44 @@ class TrainerTest(TestCase):
         run_checks.save_settings(model_dir, {"data": "text:c/train"})
         self.addCleanup(os.chdir, os.getcwd())
         os.chdir(folder)
-
-        def settings_error(data):
-            # The other settings differ too: model_dir holds only `data`.
-            with self.assertRaisesRegex(ValueError, "begun with other") as caught:
-                trainer.run_training(
-                    tiny_config(),
-                    data=data,
-                    src_lang="en",
-                    tgt_lang="de",
-                    model_dir=model_dir,
-                    train_steps=2,
-                    steps_per_checkpoint=2,
-                )
-            return str(caught.exception)
-
         # The same files.
-        self.assertNotIn("data=", settings_error("text:c/../c/train"))
-        self.assertNotIn("data=", settings_error(f"text:{folder}/c/train"))
+        self.assertNotIn("data=", self.settings_error(model_dir, "text:c/../c/train"))
+        self.assertNotIn(
+            "data=", self.settings_error(model_dir, f"text:{folder}/c/train")
+        )
         # Not the same files, from another working directory.
         os.chdir(model_dir)
         self.assertIn(
             f"data='text:{model_dir}/c/train' there, 'text:{folder}/c/train' now",
-            settings_error(f"text:{folder}/c/train"),
+            self.settings_error(model_dir, f"text:{folder}/c/train"),
         )
+
+    def test_a_rerun_reads_a_tfds_corpus_from_the_same_data_dir(self):
+        folder = fixtures.tempdir(self)
+        model_dir = os.path.join(folder, "run")
+        os.makedirs(model_dir)
+        data = "tfds:wmt14_translate/de-en"
+        self.addCleanup(os.chdir, os.getcwd())
+        os.chdir(folder)
+
+        def settings_error(recorded, data_dir):
+            run_checks.save_settings(model_dir, {"data": data, **recorded})
+            return self.settings_error(model_dir, data, data_dir)
+
+        # Another prepared copy, or TFDS's default for a forgotten flag.
+        self.assertIn(
+            f"data_dir='/data/tfds' there, '{folder}/tfds' now",
+            settings_error({"data_dir": "/data/tfds"}, "tfds"),
+        )
+        self.assertIn(
+            "data_dir='/data/tfds' there, None now",
+            settings_error({"data_dir": "/data/tfds"}, None),
+        )
+        self.assertNotIn(
+            "data_dir=", settings_error({"data_dir": "/data/tfds"}, "/data/tfds/")
+        )
+        # A run that recorded no data_dir (begun before it was recorded).
+        self.assertNotIn("data_dir=", settings_error({}, "tfds"))
 
     def test_settings_file_that_is_not_json_is_named(self):
         model_dir = fixtures.tempdir(self)
