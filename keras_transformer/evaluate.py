@@ -9,7 +9,7 @@ r"""Translates a test set and reports sacreBLEU, chrF and the paper's BLEU.
 one) or an exported SavedModel; the languages default to those of the
 training run (its settings.json), which flags must not contradict. Prints
 the sacreBLEU signature to stderr and one JSON line on stdout: bleu, chrf,
-signature, num_sentences and tokenized_bleu — the paper's Table 2 metric,
+signature, chrf_signature, num_sentences and tokenized_bleu — the paper's Table 2 metric,
 BLEU on Moses-tokenized text, for German targets with compounds split
 (`##AT##-##AT##`, as tensor2tensor's get_ende_bleu.sh); null for Chinese,
 Japanese and Korean targets; tokenized_bleu_signature says which. See

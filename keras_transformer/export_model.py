@@ -11,7 +11,9 @@ the signatures `serving_default`, `translate_ids` and
 
 The model is `<model_dir>/model.keras`, or `--checkpoint` (several
 comma-separated `.keras` files are averaged, as in the paper's section 6.1);
-the vocabulary is `--vocab`, or `--model_dir`'s `vocab.model` (or its one `*.model`).
+the vocabulary is `--vocab`, or that of the checkpoints' training run
+(beside them, or in the run's directory for `checkpoints/ckpt-*.keras`), or
+`--model_dir`'s `vocab.model` (or its one `*.model`).
 A user error (a missing file, an existing version, a bad name) ends with one
 `export_model.py: error: ...` line and exit status 1, before any model loads.
 """

@@ -65,6 +65,7 @@ def greedy_search(
         A `GreedyResult`.
 
     Raises:
+        TypeError: if `max_decode_length` is not of integers.
         ValueError: if `initial_ids`, `max_decode_length` or the logits are
             malformed.
     """

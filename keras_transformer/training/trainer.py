@@ -24,6 +24,7 @@ import zlib
 
 import keras
 import tensorflow as tf
+from absl import logging
 
 from keras_transformer import config as config_lib
 from keras_transformer import serving
@@ -367,6 +368,13 @@ def run_training(
         steps = distribution.values_of_workers(strategy_obj, [start_step])[:, 0]
         run_checks.check_workers_resume_alike(steps.tolist(), model_dir)
         run_checks.check_resume_step(start_step, train_steps)
+        if start_step:
+            logging.info(
+                "Resuming at step %d of %d from the backup in %s.",
+                start_step,
+                train_steps,
+                backup_dir,
+            )
         keras.utils.set_random_seed(seed)
         distribution.set_precision(mixed_precision)
         vocab_path = os.path.join(write_dir, serving.VOCAB_FILE)

@@ -297,8 +297,13 @@ class TrainerTest(TestCase):
         with self.assertRaisesRegex(KeyboardInterrupt, "killed at step 3"):
             self.run_training(folder, extra_callbacks=(CrashAt(3),), **settings)
         recorder = FirstStepRecorder()
-        result = self.run_training(folder, extra_callbacks=(recorder,), **settings)
+        with self.assertLogs("absl", "INFO") as logs:
+            result = self.run_training(folder, extra_callbacks=(recorder,), **settings)
         self.assertEqual((recorder.first_step, result.step), (2, 4))
+        self.assertIn(
+            f"Resuming at step 2 of 4 from the backup in {model_dir}/backup.",
+            [record.getMessage() for record in logs.records],
+        )
         self.assertFalse(os.path.exists("ram:"))
         self.assertContainsSubset(
             ["backup", "checkpoints", "logs", "model.keras", "settings.json"],
