@@ -281,7 +281,14 @@ def export(
         )
     if warmup_file:
         warmup_sentences = text_files.read_sentences(warmup_file, "warmup_file")
-    checkpoints = checkpoints or [os.path.join(model_dir, serving.MODEL_FILE)]
+    if not checkpoints:
+        checkpoints = [os.path.join(model_dir, serving.MODEL_FILE)]
+        hint = inference.unfinished_run_hint(model_dir)
+        if hint and not tf.io.gfile.exists(checkpoints[0]):
+            raise FileNotFoundError(
+                f"--model_dir holds no {serving.MODEL_FILE}.{hint} Pass it as "
+                f"--checkpoint. Received: model_dir={model_dir}"
+            )
     if vocab:
         for checkpoint in checkpoints:
             inference.vocab_beside(checkpoint, vocab)  # Not another run's.

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from keras_transformer import files, serving
 from keras_transformer.decoding import translator as translator_lib
-from keras_transformer.training import run_checks
+from keras_transformer.training import callbacks, run_checks
 
 
 class TextTranslator:
@@ -248,6 +248,21 @@ def _check_run_vocab(checkpoint, vocab) -> None:
         )
 
 
+def unfinished_run_hint(model_dir: str) -> str:
+    """A sentence naming the newest checkpoint of a training directory
+    whose run has not written `model.keras` (it trains still, or was
+    stopped), or "" if it has no checkpoint."""
+    found = callbacks.list_checkpoints(os.path.join(model_dir, "checkpoints"))
+    if not found:
+        return ""
+    step, path = found[-1]
+    return (
+        f" Its training run has not finished: use its newest checkpoint, "
+        f"{path} (step {step}), or average its checkpoints "
+        "(python -m keras_transformer.average_checkpoints)."
+    )
+
+
 def _check_translation_signature(loaded, export: str) -> None:
     """Fails unless `loaded` (the SavedModel at `export`) has a
     `serving_default` signature taking `inputs`, a batch of strings, as
@@ -319,8 +334,8 @@ def load_translator(
         if not tf.io.gfile.exists(keras_file):
             raise FileNotFoundError(
                 "The directory holds no model: no model.keras, no "
-                "saved_model.pb and no numbered SavedModel versions. "
-                f"Received: model={path}"
+                "saved_model.pb and no numbered SavedModel versions."
+                f"{unfinished_run_hint(path)} Received: model={path}"
             )
         path = keras_file
     from keras_transformer.data.tokenizer import SubwordTokenizer

@@ -149,7 +149,8 @@ def define_flags(flag_values=FLAGS):
         "worker_startup_timeout",
         distribution.DEFAULT_WORKER_STARTUP_TIMEOUT,
         "Seconds the workers of --strategy=multi_worker wait for each other "
-        "at start-up before failing with the missing ones named.",
+        "at start-up before failing with the missing ones named (Ctrl-C "
+        "ends the wait; SIGTERM does not).",
         lower_bound=1,
         **fv,
     )
@@ -179,6 +180,13 @@ def define_flags(flag_values=FLAGS):
         **fv,
     )
     flags.mark_flag_as_required("model_dir", **fv)
+    flags.register_validator(
+        "model_dir",
+        lambda model_dir: model_dir is None or bool(model_dir.strip()),
+        "--model_dir must name a directory, not be empty (an unset variable?): "
+        "the run would write into the working directory.",
+        **fv,
+    )
     flags.register_validator(
         "learning_rate_scale",
         lambda scale: math.isfinite(scale) and scale > 0,

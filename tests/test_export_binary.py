@@ -249,6 +249,26 @@ class ExportBinaryTest(TestCase):
         ):
             export(model_dir=missing)
 
+    def test_an_unfinished_run_names_its_newest_checkpoint(self):
+        # Training, or stopped: checkpoints and a vocabulary, no model.keras.
+        run = fixtures.tempdir(self)
+        shutil.copy(fixtures.model_path(), os.path.join(run, "vocab.model"))
+        os.makedirs(os.path.join(run, "checkpoints"))
+        for step in (8, 10):
+            fixtures.write(os.path.join(run, "checkpoints", f"ckpt-{step}.keras"), "")
+        newest = os.path.join(run, "checkpoints", "ckpt-10.keras")
+        hint = re.escape(
+            f"Its training run has not finished: use its newest checkpoint, "
+            f"{newest} (step 10), or average its checkpoints"
+        )
+        with self.assertRaisesRegex(
+            FileNotFoundError,
+            f"^--model_dir holds no model.keras. {hint}.*--checkpoint",
+        ):
+            export(model_dir=run)
+        with self.assertRaisesRegex(FileNotFoundError, f"holds no model.*{hint}"):
+            inference.load_translator(run)
+
     def test_missing_checkpoint_is_named_before_any_loading(self):
         folder = fixtures.tempdir(self)
         # A zip archive but not a model: loading it first would fail with

@@ -67,6 +67,8 @@ class TrainFlagsTest(TestCase):
             # Without --strategy=mirrored it would train on one device.
             (["--num_gpus=8"], "--num_gpus needs --strategy=mirrored"),
             (["--num_gpus=2", "--strategy=one_device"], "strategy=one_device"),
+            # It would train into the working directory.
+            (["--model_dir="], "--model_dir must name a directory, not be empty"),
         ):
             with (
                 self.subTest(args=args),

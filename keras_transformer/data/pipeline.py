@@ -28,12 +28,16 @@ class DataStats:
         num_examples: pairs kept.
         source_tokens: subword tokens of the kept sources (no specials).
         target_tokens: subword tokens of the kept targets (no specials).
-        num_batches: batches in one epoch (single input pipeline), or None
-            when not measured.
+        num_batches: batches in one epoch, or None when not measured; under
+            a strategy, the replicas' batches (of `batch_tokens / replicas`
+            tokens) over the whole split.
         padding_efficiency: real tokens / padded positions of those batches
             (with the rows of padding that fill each bucket's last batch in
             a repeated dataset, as training reads it), or None when not
             measured.
+        steps_per_epoch: training steps in one epoch (`num_batches` over
+            the replicas and the batches each accumulates in a step), or
+            None when not measured.
     """
 
     num_pairs: int
@@ -44,6 +48,7 @@ class DataStats:
     target_tokens: int
     num_batches: int | None = None
     padding_efficiency: float | None = None
+    steps_per_epoch: float | None = None
 
     def describe(self) -> str:
         """One line for people: what was read, dropped and kept."""
@@ -54,10 +59,10 @@ class DataStats:
             f"{self.source_tokens} source + {self.target_tokens} target tokens"
         )
         if self.padding_efficiency is not None:
-            line += (
-                f"; {self.num_batches} batches per epoch, padding efficiency "
-                f"{self.padding_efficiency:.1%}"
-            )
+            line += f"; {self.num_batches} batches per epoch"
+            if self.steps_per_epoch not in (None, self.num_batches):
+                line += f" ({self.steps_per_epoch:.1f} steps)"
+            line += f", padding efficiency {self.padding_efficiency:.1%}"
         return line
 
 
@@ -254,16 +259,20 @@ def load_training_batches(
         "deterministic": deterministic,
     }
     if measure_padding:
-        num_batches = batching.epoch_batch_count(examples, batch_tokens, max_length)
+        # At each replica's budget (`batching.distributed_dataset_fn`).
+        replicas = strategy.num_replicas_in_sync if strategy else 1
+        replica_tokens = batch_tokens // replicas
+        num_batches = batching.epoch_batch_count(examples, replica_tokens, max_length)
         # One epoch as training reads it: with `repeat`, each bucket's last
         # batch is filled up with rows of padding.
         epoch = batching.token_batches(
-            examples, batch_tokens, repeat=repeat, **batch_kwargs
+            examples, replica_tokens, repeat=repeat, **batch_kwargs
         ).take(num_batches)
         stats = dataclasses.replace(
             stats,
             num_batches=num_batches,
             padding_efficiency=batching.padding_efficiency(epoch),
+            steps_per_epoch=num_batches / (replicas * batches_per_step),
         )
     # At once, not only in the run's summary at its end: a run stopped
     # early says too what it dropped, and an overlong corpus shows before

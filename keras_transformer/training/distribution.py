@@ -166,13 +166,22 @@ def _multi_worker_strategy(startup_timeout: float):
     )
     eager_context.context().coordination_service.cluster_register_with_barrier = True
     handler = signal.getsignal(signal.SIGTERM)
+    main_thread = threading.current_thread() is threading.main_thread()
+    if main_thread:
+        # Python's Ctrl-C handler would run only after the wait, which holds
+        # the GIL: the default action ends the process at once (nothing is
+        # trained yet). SIGTERM is TensorFlow's during the wait.
+        interrupt = signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
     except tf.errors.DeadlineExceededError as error:
         raise TimeoutError(
             _startup_timeout_message(error.message, workers, index, startup_timeout)
         ) from None
-    if threading.current_thread() is threading.main_thread():
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGINT, interrupt)
+    if main_thread:
         # TensorFlow's preemption notifier now swallows SIGTERM (it is for
         # tf.distribute's PreemptionCheckpointHandler, unused here): a
         # stopped worker would train on until SIGKILL. Restore the handler

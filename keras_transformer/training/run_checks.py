@@ -288,10 +288,15 @@ def check_model_dir(
             existed had (e.g. `config.LEGACY_VALUES`).
 
     Raises:
-        ValueError: if `model_dir` is a file or cannot be created, if its
+        ValueError: if `model_dir` is empty, a file or cannot be created, if its
             settings file is not a JSON object, or if its run has other
             settings (each named with both values).
     """
+    if not model_dir.strip():
+        raise ValueError(
+            "`model_dir` is empty; name the run's directory (an empty one "
+            f"would be the working directory). Received: model_dir={model_dir!r}"
+        )
     if tf.io.gfile.exists(model_dir) and not tf.io.gfile.isdir(model_dir):
         raise ValueError(
             "`model_dir` is an existing file; it must be a directory (new, "

@@ -27,15 +27,14 @@ class PipelineTest(test_case.TestCase):
         self.spec = f"text:{self.path('train')}"
 
     def training_dataset(self, **options):
-        """The fixture corpus's training split, batched by 200 tokens."""
+        """The fixture corpus's training split, batched by 200 tokens
+        unless `options` say otherwise."""
         return pipeline.make_training_dataset(
             self.spec,
             fixtures.tokenizer(),
             src_lang="en",
             tgt_lang="de",
-            batch_tokens=200,
-            max_length=40,
-            **options,
+            **{"batch_tokens": 200, "max_length": 40, **options},
         )
 
     def path(self, name):
@@ -149,6 +148,32 @@ class PipelineTest(test_case.TestCase):
             self.assertLessEqual(int(tf.size(labels)), 200)
             seen += int(tf.shape(features["source_ids"])[0])
         self.assertEqual(seen, len(fixtures.PAIRS))
+
+    def test_stats_under_a_strategy_are_the_replicas_batches(self):
+        # Each of 8 replicas batches 400 / 8 = 50 tokens: the epoch's
+        # batches and padding are those of a single device at 50, and a
+        # step takes 8 of them (16 when each replica accumulates 2).
+        def stats(batch_tokens, **options):
+            return self.training_dataset(
+                batch_tokens=batch_tokens, repeat=True, **options
+            )[1]
+
+        single = stats(50)
+        mirrored = stats(400, strategy=test_case.eight_replica_strategy())
+        accumulating = stats(
+            400, strategy=test_case.eight_replica_strategy(), batches_per_step=2
+        )
+        self.assertEqual(single.steps_per_epoch, single.num_batches)
+        self.assertNotIn("steps)", single.describe())
+        for distributed, batches_per_step in ((mirrored, 1), (accumulating, 2)):
+            self.assertEqual(distributed.num_batches, single.num_batches)
+            self.assertEqual(distributed.padding_efficiency, single.padding_efficiency)
+            steps = single.num_batches / (8 * batches_per_step)
+            self.assertEqual(distributed.steps_per_epoch, steps)
+            self.assertIn(
+                f"{single.num_batches} batches per epoch ({steps:.1f} steps)",
+                distributed.describe(),
+            )
 
     def test_examples_are_the_rows_in_order(self):
         source_ids = tf.ragged.constant([[5, 6], [7], [8, 9, 10]], tf.int32)

@@ -531,6 +531,32 @@ class TrainProcessesTest(TestCase):
         # It failed before writing anything.
         self.assertFalse(os.path.exists(model_dir))
 
+    def test_ctrl_c_stops_a_worker_waiting_for_its_cluster(self):
+        # Python's SIGINT handler cannot run while TensorFlow waits for the
+        # peers (holding the GIL): Ctrl-C did nothing until the timeout.
+        script = (
+            "from keras_transformer.training import distribution\n"
+            "print('waiting', flush=True)\n"
+            "distribution.create_strategy('multi_worker', worker_startup_timeout=120)\n"
+        )
+        tf_config = {
+            "cluster": {"worker": [f"127.0.0.1:{free_port()}" for _ in range(2)]},
+            "task": {"type": "worker", "index": 0},
+        }
+        process = subprocess.Popen(
+            [sys.executable, "-c", script],
+            env=environment(TF_CONFIG=json.dumps(tf_config)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+        self.addCleanup(process.kill)
+        self.assertEqual(process.stdout.readline(), "waiting\n")
+        time.sleep(3)  # Into the wait.
+        process.send_signal(signal.SIGINT)
+        self.assertEqual(process.wait(timeout=30), -signal.SIGINT)
+        process.stdout.close()
+
     def test_sigterm_stops_a_multi_worker_process(self):
         # TensorFlow's preemption notifier catches SIGTERM once the strategy
         # starts: a stopped worker trained on until SIGKILL.

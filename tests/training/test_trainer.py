@@ -464,6 +464,7 @@ class TrainerTest(TestCase):
                 "a text corpus does not read.*data_dir=/data/tfds, data=text:",
             ),
             ({"model_dir": a_file}, "is an existing file.*model_dir="),
+            ({"model_dir": " "}, "`model_dir` is empty.*model_dir=' '"),
             # These failed only after the vocabulary (or numpy's seeding),
             # or never: a NaN scale trained to NaN, a negative sentence
             # count sliced the dev set from its end.
