@@ -1,5 +1,6 @@
-"""Paths on any filesystem that `tf.io.gfile` knows (local, `gs://`, `hdfs://`,
-...), for the libraries that open local files only (h5py)."""
+"""Paths on any filesystem that `tf.io.gfile` knows (local paths and URLs:
+`gs://`, `file://`; `s3://` or `hdfs://` with tensorflow-io), for the code
+and libraries that take local paths only (`os.path`, h5py)."""
 
 import contextlib
 import os
@@ -9,10 +10,15 @@ import tensorflow as tf
 
 
 def is_remote(path: str) -> bool:
-    """Whether `path` is on a filesystem other than the local one: it names a
-    scheme (`gs://bucket/run`), other than `file://`."""
-    scheme, separator, _ = str(path).partition("://")
-    return bool(separator) and scheme != "file"
+    """Whether `path` is a URL (`gs://bucket/run`, `file:///tmp/run`), which
+    only `tf.io.gfile` opens, rather than a local path."""
+    return "://" in str(path)
+
+
+def absolute(path: str) -> str:
+    """`path` made absolute and normalized ("c/../c" -> "c"), unless it is
+    a URL."""
+    return path if is_remote(path) else os.path.abspath(path)
 
 
 @contextlib.contextmanager

@@ -138,10 +138,8 @@ def model_folders(keras_file: str) -> list[str]:
     """Where the files of a `.keras` model's training run may be: its own
     directory and, for a checkpoint (`<model_dir>/checkpoints/`, the
     trainer's layout), the run's directory."""
-    if not files.is_remote(keras_file):
-        keras_file = os.path.abspath(keras_file)
-    folder = os.path.dirname(keras_file)
-    if os.path.basename(folder) == "checkpoints":
+    folder = os.path.dirname(files.absolute(keras_file))
+    if os.path.basename(folder) == callbacks.CHECKPOINT_DIR:
         return [folder, os.path.dirname(folder)]
     return [folder]
 
@@ -252,7 +250,9 @@ def unfinished_run_hint(model_dir: str) -> str:
     """A sentence naming the newest checkpoint of a training directory
     whose run has not written `model.keras` (it trains still, or was
     stopped), or "" if it has no checkpoint."""
-    found = callbacks.list_checkpoints(os.path.join(model_dir, "checkpoints"))
+    found = callbacks.list_checkpoints(
+        os.path.join(model_dir, callbacks.CHECKPOINT_DIR)
+    )
     if not found:
         return ""
     step, path = found[-1]

@@ -1,6 +1,5 @@
 """SavedModel export of a `Translator` for TF Serving, and reload helpers."""
 
-import glob
 import json
 import os
 import re
@@ -13,7 +12,7 @@ import tensorflow as tf
 from google.protobuf import message
 from tensorflow.core.protobuf import saved_model_pb2
 
-from keras_transformer import warmup
+from keras_transformer import files, warmup
 from keras_transformer.checks import is_integer
 from keras_transformer.model import Transformer
 
@@ -165,7 +164,7 @@ def check_export_path(path: str, overwrite: bool = False) -> None:
             "under it; pass a directory as the export base (--export_dir). "
             f"Received: path={path}"
         )
-    if "://" not in parent and not os.access(parent, os.W_OK | os.X_OK):
+    if not files.is_remote(parent) and not os.access(parent, os.W_OK | os.X_OK):
         raise PermissionError(
             f"{parent} cannot be written, so the export directory cannot be "
             "created in it; pass a writable export base (--export_dir). "
@@ -444,7 +443,7 @@ def find_vocab(model_dir: str) -> str:
     written = os.path.join(model_dir, VOCAB_FILE)
     if tf.io.gfile.exists(written):
         return written
-    found = sorted(glob.glob(os.path.join(model_dir, "*.model")))
+    found = sorted(tf.io.gfile.glob(os.path.join(model_dir, "*.model")))
     if not found:
         raise FileNotFoundError(
             "No sentencepiece `*.model` vocabulary in the model directory; "

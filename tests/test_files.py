@@ -11,12 +11,15 @@ from tests.test_case import TestCase
 
 
 class FilesTest(TestCase):
-    def test_remote_paths_are_those_with_a_scheme_other_than_file(self):
+    def test_remote_paths_are_urls(self):
         self.assertTrue(files.is_remote("gs://bucket/run"))
         self.assertTrue(files.is_remote("ram://run/model.keras"))
-        self.assertFalse(files.is_remote("file:///tmp/run"))
+        # Local, but only tf.io.gfile opens it.
+        self.assertTrue(files.is_remote("file:///tmp/run"))
         self.assertFalse(files.is_remote("/tmp/run"))
         self.assertFalse(files.is_remote("runs/a:b"))
+        self.assertEqual(files.absolute("gs://b/c/../run"), "gs://b/c/../run")
+        self.assertEqual(files.absolute("/tmp/c/../run"), "/tmp/run")
 
     def test_a_local_path_is_used_as_it_is(self):
         path = os.path.join(fixtures.tempdir(self), "file")

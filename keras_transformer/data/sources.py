@@ -26,6 +26,7 @@ import os
 import tensorflow as tf
 from absl import logging
 
+from keras_transformer import files
 from keras_transformer.data import text_files, tfds_source
 
 SPLITS = ("train", "dev", "test")
@@ -148,8 +149,8 @@ def absolute_data_spec(spec: DataSpec | str) -> DataSpec:
         return spec
     return dataclasses.replace(
         spec,
-        location=spec.location and absolute_path(spec.location),
-        splits=tuple((split, absolute_path(path)) for split, path in spec.splits),
+        location=spec.location and files.absolute(spec.location),
+        splits=tuple((split, files.absolute(path)) for split, path in spec.splits),
     )
 
 
@@ -157,12 +158,6 @@ def normalize_data_spec(spec: str) -> str:
     """The spec string of `absolute_data_spec(spec)`, e.g.
     "text:/home/me/c/train" for "text:c/../c/train" in /home/me."""
     return str(absolute_data_spec(spec))
-
-
-def absolute_path(path: str) -> str:
-    """`path` made absolute and normalized ("c/../c" -> "c"), unless it is
-    a URL (`gs://...`)."""
-    return path if "://" in path else os.path.abspath(path)
 
 
 def _spec_error(spec, detail=None):
@@ -345,24 +340,29 @@ def _split_location(spec, split, src_lang):
         tried.append(candidate + probe_suffix)
         if tf.io.gfile.exists(candidate + probe_suffix):
             if index >= len(names) > 0:
-                logging.warning(
-                    "The %s split is read from %s: there is none marked %r "
-                    "as %s is (%s), and an unmarked file may be processed "
-                    "otherwise. Name the files if that is not the one: "
-                    "%s:train=...,%s=...",
-                    split,
-                    candidate + probe_suffix,
-                    mark,
-                    spec.location,
-                    ", ".join(tried[: len(names)]),
-                    spec.kind,
-                    split,
-                )
+                marked = tuple(tried[: len(names)])
+                _warn_unmarked(spec, split, candidate + probe_suffix, mark, marked)
             return candidate
     raise MissingSplitError(
         f"No {split} split beside {spec.location}: none of {tried} exists. "
         f"Add the files or name them: {spec.kind}:train=...,{split}=... "
         f"Received: location={spec.location}"
+    )
+
+
+@functools.cache  # Once: a command may look a split up more than once.
+def _warn_unmarked(spec, split, found, mark, marked):
+    logging.warning(
+        "The %s split is read from %s: there is none marked %r as %s is "
+        "(%s), and an unmarked file may be processed otherwise. Name the "
+        "files if that is not the one: %s:train=...,%s=...",
+        split,
+        found,
+        mark,
+        spec.location,
+        ", ".join(marked),
+        spec.kind,
+        split,
     )
 
 

@@ -13,11 +13,19 @@ or, in Python,
 the paper's development set); test = TFDS "test" (newstest2014).
 """
 
+import os
+
 import tensorflow as tf
 import tensorflow_datasets as tfds
 
 # Our split names -> TFDS split names.
 TFDS_SPLITS = {"train": "train", "dev": "validation", "test": "test"}
+
+
+def data_root(data_dir: str | None = None) -> str:
+    """The folder TFDS reads prepared datasets from: `data_dir`, or its
+    default (`$TFDS_DATA_DIR`, else `~/tensorflow_datasets`)."""
+    return os.path.expanduser(data_dir or tfds.core.constants.DATA_DIR)
 
 
 class MissingTfdsSplitError(FileNotFoundError, ValueError):

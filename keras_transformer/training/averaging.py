@@ -9,9 +9,7 @@ from keras_transformer import files
 from keras_transformer.commands import same_file
 from keras_transformer.model import Transformer
 from keras_transformer.serving import MODEL_FILE, load_model
-from keras_transformer.training.callbacks import list_checkpoints
-
-_CHECKPOINT_DIR = "checkpoints"
+from keras_transformer.training.callbacks import CHECKPOINT_DIR, list_checkpoints
 
 
 def average_models(paths: list[str]) -> Transformer:
@@ -71,7 +69,7 @@ def last_checkpoints(model_dir: str, num_checkpoints: int | None = None) -> list
             "`num_checkpoints` must be at least 1. "
             f"Received: num_checkpoints={num_checkpoints}"
         )
-    checkpoint_dir = os.path.join(model_dir, _CHECKPOINT_DIR)
+    checkpoint_dir = os.path.join(model_dir, CHECKPOINT_DIR)
     found = list_checkpoints(checkpoint_dir)
     if not found:
         raise ValueError(
@@ -106,8 +104,7 @@ def check_output(output: str, model_dir: str) -> None:
             from the run's directory).
     """
     problem = None
-    remote = files.is_remote(output)
-    folder = os.path.dirname(output if remote else os.path.abspath(output))
+    folder = os.path.dirname(files.absolute(output))
     if not output.endswith(".keras"):
         problem = "must be a .keras file (evaluate and export read .keras)"
     elif tf.io.gfile.isdir(output):
@@ -119,10 +116,10 @@ def check_output(output: str, model_dir: str) -> None:
         )
     elif not tf.io.gfile.isdir(folder):
         problem = f"must be in an existing directory ({folder} is not one)"
-    elif not remote and not os.access(folder, os.W_OK):
+    elif not files.is_remote(folder) and not os.access(folder, os.W_OK):
         problem = f"must be in a writable directory ({folder} is not)"
     else:
-        checkpoints = list_checkpoints(os.path.join(model_dir, _CHECKPOINT_DIR))
+        checkpoints = list_checkpoints(os.path.join(model_dir, CHECKPOINT_DIR))
         if any(same_file(output, path) for _, path in checkpoints):
             problem = "must not be one of the run's checkpoints (it would replace it)"
         elif same_file(output, os.path.join(model_dir, MODEL_FILE)):

@@ -20,6 +20,8 @@ from absl import logging
 from keras_transformer import files
 
 CHECKPOINT_PATTERN = re.compile(r"^ckpt-(\d+)\.keras$")
+# The folder of a training run's checkpoints.
+CHECKPOINT_DIR = "checkpoints"
 
 
 def checkpoint_path(checkpoint_dir: str, step: int) -> str:

@@ -166,12 +166,15 @@ def _multi_worker_strategy(startup_timeout: float):
     )
     eager_context.context().coordination_service.cluster_register_with_barrier = True
     handler = signal.getsignal(signal.SIGTERM)
+    # Python's Ctrl-C handler would run only after the wait, which holds the
+    # GIL: the default action ends the process at once (nothing is trained
+    # yet). Not if SIGINT is ignored (a background job) or handled otherwise.
+    # SIGTERM is TensorFlow's during the wait.
     main_thread = threading.current_thread() is threading.main_thread()
-    if main_thread:
-        # Python's Ctrl-C handler would run only after the wait, which holds
-        # the GIL: the default action ends the process at once (nothing is
-        # trained yet). SIGTERM is TensorFlow's during the wait.
-        interrupt = signal.signal(signal.SIGINT, signal.SIG_DFL)
+    interrupt = signal.getsignal(signal.SIGINT)
+    default_ctrl_c = main_thread and interrupt is signal.default_int_handler
+    if default_ctrl_c:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
     try:
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
     except tf.errors.DeadlineExceededError as error:
@@ -179,7 +182,7 @@ def _multi_worker_strategy(startup_timeout: float):
             _startup_timeout_message(error.message, workers, index, startup_timeout)
         ) from None
     finally:
-        if main_thread:
+        if default_ctrl_c:
             signal.signal(signal.SIGINT, interrupt)
     if main_thread:
         # TensorFlow's preemption notifier now swallows SIGTERM (it is for

@@ -288,28 +288,28 @@ def check_model_dir(
             existed had (e.g. `config.LEGACY_VALUES`).
 
     Raises:
-        ValueError: if `model_dir` is empty, a file or cannot be created, if its
+        ValueError: if `model_dir` is empty, a file, or cannot be created or
+            read (naming the filesystem's error), if its
             settings file is not a JSON object, or if its run has other
             settings (each named with both values).
     """
-    if not model_dir.strip():
+    check_model_dir_named(model_dir)
+    try:
+        is_file = tf.io.gfile.exists(model_dir) and not tf.io.gfile.isdir(model_dir)
+        if not is_file:
+            tf.io.gfile.makedirs(model_dir)
+        saved = None if is_file else read_settings(model_dir)
+    except tf.errors.OpError as error:
+        # E.g. a gs:// bucket without credentials, access or network.
         raise ValueError(
-            "`model_dir` is empty; name the run's directory (an empty one "
-            f"would be the working directory). Received: model_dir={model_dir!r}"
-        )
-    if tf.io.gfile.exists(model_dir) and not tf.io.gfile.isdir(model_dir):
+            f"`model_dir` cannot be created or read ({error.message}); "
+            f"choose another directory. Received: model_dir={model_dir}"
+        ) from None
+    if is_file:
         raise ValueError(
             "`model_dir` is an existing file; it must be a directory (new, "
             f"or of the run to resume). Received: model_dir={model_dir}"
         )
-    try:
-        tf.io.gfile.makedirs(model_dir)
-    except tf.errors.OpError as error:
-        raise ValueError(
-            f"`model_dir` cannot be created ({error.message}); choose "
-            f"another directory. Received: model_dir={model_dir}"
-        ) from None
-    saved = read_settings(model_dir)
     if saved is None:
         return
     saved = {**(defaults or {}), **saved}
@@ -331,6 +331,20 @@ def check_model_dir(
         )
 
 
+def check_model_dir_named(model_dir: str) -> None:
+    """Fails if `model_dir` is empty (an unset variable): the run would
+    write into the working directory.
+
+    Raises:
+        ValueError: naming it.
+    """
+    if not model_dir.strip():
+        raise ValueError(
+            "`model_dir` is empty; name the run's directory (an empty one "
+            f"would be the working directory). Received: model_dir={model_dir!r}"
+        )
+
+
 class ModelDirBusyError(RuntimeError):
     """Another process trains in the run's `model_dir`."""
 
@@ -346,7 +360,8 @@ def training_lock(model_dir: str):
     (`fcntl.flock` of `LOCK_FILE`): released when its process ends, however
     it ends, so a crash leaves nothing to clean up. Remote directories
     (`gs://`), filesystems without locks and systems without `fcntl`
-    (Windows) are not locked.
+    (Windows) are not locked (a remote one's `LOCK_FILE` is written, to
+    fail now if it cannot be).
 
     Raises:
         ModelDirBusyError: if another process holds it, naming that process.
@@ -356,20 +371,22 @@ def training_lock(model_dir: str):
         import fcntl
     except ImportError:  # Not yielded here: the block's errors would show
         fcntl = None  # this one as their context.
+    path = os.path.join(model_dir, LOCK_FILE)
+    holder = f"pid {os.getpid()} on {socket.gethostname()}"
     if fcntl is None or files.is_remote(model_dir):
-        if fcntl is not None:
-            logging.info("model_dir is not locked (remote): %s", model_dir)
+        # Unlocked, but written: a directory that cannot be is named now.
+        try:
+            with tf.io.gfile.GFile(path, "w") as file:
+                file.write(holder)
+        except tf.errors.OpError as error:
+            raise _unwritable(model_dir, error.message) from None
+        logging.info("model_dir is not locked: %s", model_dir)
         yield
         return
-    path = os.path.join(model_dir, LOCK_FILE)
     try:
         lock = open(path, "a+", encoding="utf-8")  # noqa: SIM115 (the with below)
     except OSError as error:
-        raise ValueError(
-            f"Cannot write in model_dir ({error.strerror}): training writes "
-            "its checkpoints, logs and model there; pass a writable "
-            f"directory. Received: model_dir={model_dir}"
-        ) from None
+        raise _unwritable(model_dir, error.strerror) from None
     with lock:
         locked = True
         try:
@@ -389,13 +406,21 @@ def training_lock(model_dir: str):
         if locked:
             lock.seek(0)
             lock.truncate()
-            lock.write(f"pid {os.getpid()} on {socket.gethostname()}")
+            lock.write(holder)
             lock.flush()
         try:
             yield
         finally:
             if locked:
                 fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _unwritable(model_dir: str, reason: str) -> ValueError:
+    return ValueError(
+        f"Cannot write in model_dir ({reason}): training writes its "
+        "checkpoints, logs and model there; pass a writable directory. "
+        f"Received: model_dir={model_dir}"
+    )
 
 
 def save_settings(model_dir: str, settings: dict) -> None:

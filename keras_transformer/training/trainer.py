@@ -27,7 +27,7 @@ import tensorflow as tf
 from absl import logging
 
 from keras_transformer import config as config_lib
-from keras_transformer import serving
+from keras_transformer import files, serving
 from keras_transformer.config import TransformerConfig
 from keras_transformer.layers.checks import check_positive_int
 from keras_transformer.model import build_transformer
@@ -243,10 +243,11 @@ def run_training(
         ConnectionError: when another worker of that strategy stopped
             during training.
     """
-    from keras_transformer.data import pipeline, sources
+    from keras_transformer.data import pipeline, sources, tfds_source
     from keras_transformer.data import tokenizer as tokenizer_lib
     from keras_transformer.decoding import translator as translator_lib
 
+    run_checks.check_model_dir_named(model_dir)
     run_checks.check_steps(train_steps, steps_per_checkpoint)
     run_checks.check_run_settings(
         warmup_steps=warmup_steps,
@@ -312,7 +313,11 @@ def run_training(
     settings.update(
         data=data,
         # The folder a TFDS corpus is read from: another one holds other data.
-        data_dir=data_dir and sources.absolute_path(data_dir),
+        data_dir=(
+            files.absolute(tfds_source.data_root(data_dir))
+            if spec.kind == "tfds"
+            else None
+        ),
         src_lang=src_lang,
         tgt_lang=tgt_lang,
         # Loss scaling adds optimizer variables: backups of one precision
@@ -434,7 +439,7 @@ def run_training(
 
         paths = {
             "log_dir": os.path.join(write_dir, "logs"),
-            "checkpoint_dir": os.path.join(write_dir, "checkpoints"),
+            "checkpoint_dir": os.path.join(write_dir, callbacks_lib.CHECKPOINT_DIR),
             "model_path": os.path.join(write_dir, serving.MODEL_FILE),
         }
         nan_stop = callbacks_lib.StopOnNaN()

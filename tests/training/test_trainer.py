@@ -20,6 +20,7 @@ from keras_transformer import (
     inference,
 )
 from keras_transformer import config as config_lib
+from keras_transformer.data import tfds_source
 from keras_transformer.training import averaging, distribution, run_checks, trainer
 from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training.schedule import TransformerSchedule
@@ -309,7 +310,9 @@ class TrainerTest(TestCase):
             ["backup", "checkpoints", "logs", "model.keras", "settings.json"],
             tf.io.gfile.listdir(model_dir),
         )
-        self.assertNotIn(run_checks.LOCK_FILE, tf.io.gfile.listdir(model_dir))
+        # Not locked, but the lock file names the process that trained.
+        with tf.io.gfile.GFile(f"{model_dir}/{run_checks.LOCK_FILE}") as file:
+            self.assertRegex(file.read(), f"^pid {os.getpid()} on ")
         # The commands read the run where it is.
         averaging.check_output(f"{model_dir}/averaged.keras", model_dir)
         with self.assertRaisesRegex(ValueError, "must be in an existing directory"):
@@ -711,10 +714,12 @@ class TrainerTest(TestCase):
             f"data_dir='/data/tfds' there, '{folder}/tfds' now",
             settings_error({"data_dir": "/data/tfds"}, "tfds"),
         )
+        default = tfds_source.data_root()
         self.assertIn(
-            "data_dir='/data/tfds' there, None now",
+            f"data_dir='/data/tfds' there, '{default}' now",
             settings_error({"data_dir": "/data/tfds"}, None),
         )
+        self.assertNotIn("data_dir=", settings_error({"data_dir": default}, None))
         self.assertNotIn(
             "data_dir=", settings_error({"data_dir": "/data/tfds"}, "/data/tfds/")
         )
