@@ -1,6 +1,6 @@
 """Paths on any filesystem that `tf.io.gfile` knows (local paths and URLs:
 `gs://`, `file://`; `s3://` or `hdfs://` with tensorflow-io), for the code
-and libraries that take local paths only (`os.path`, h5py)."""
+and libraries that take local paths only (`os.path`, h5py's writing)."""
 
 import contextlib
 import os
@@ -22,29 +22,18 @@ def absolute(path: str) -> str:
 
 
 @contextlib.contextmanager
-def local_copy(path: str, mode: str = "r"):
-    """A local path for the block to open `path` through.
-
-    A local `path` is itself. A remote one is a temporary local file: for
-    mode "r" a copy of `path`; for "w" a new file, copied to `path` when
+def local_staging(path: str):
+    """A local path for the block to write `path` through: `path` itself if
+    it is local; for a URL, a temporary local file copied to `path` when
     the block ends without an error (a failed block writes nothing there).
-
-    Args:
-        path: the file's path, local or remote.
-        mode: "r" (the block reads the file) or "w" (it writes it).
 
     Yields:
         The local path.
     """
-    if mode not in ("r", "w"):
-        raise ValueError(f'`mode` must be "r" or "w". Received: mode={mode!r}')
     if not is_remote(path):
         yield path
         return
     with tempfile.TemporaryDirectory() as folder:
         local = os.path.join(folder, os.path.basename(path))
-        if mode == "r":
-            tf.io.gfile.copy(path, local)
         yield local
-        if mode == "w":
-            tf.io.gfile.copy(local, path, overwrite=True)
+        tf.io.gfile.copy(local, path, overwrite=True)

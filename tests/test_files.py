@@ -1,4 +1,4 @@
-"""Tests of local copies of remote files (`keras_transformer.files`)."""
+"""Tests of paths on any filesystem (`keras_transformer.files`)."""
 
 import os
 import uuid
@@ -21,36 +21,27 @@ class FilesTest(TestCase):
         self.assertEqual(files.absolute("gs://b/c/../run"), "gs://b/c/../run")
         self.assertEqual(files.absolute("/tmp/c/../run"), "/tmp/run")
 
-    def test_a_local_path_is_used_as_it_is(self):
+    def test_a_local_path_is_written_as_it_is(self):
         path = os.path.join(fixtures.tempdir(self), "file")
-        with files.local_copy(path, "w") as local:
+        with files.local_staging(path) as local:
             self.assertEqual(local, path)
 
-    def test_a_remote_file_is_written_and_read_through_a_local_copy(self):
+    def test_a_remote_file_is_written_through_a_local_one(self):
         path = f"ram://{uuid.uuid4().hex}/file.txt"
-        with files.local_copy(path, "w") as local:
+        with files.local_staging(path) as local:
             self.assertFalse(files.is_remote(local))
             with open(local, "w") as file:
                 file.write("text")
-        self.assertFalse(os.path.exists(local))  # The copy is temporary.
+        self.assertFalse(os.path.exists(local))  # The local file is temporary.
         self.assertEqual(tf.io.gfile.GFile(path).read(), "text")
-        with files.local_copy(path) as local, open(local) as file:
-            self.assertEqual(file.read(), "text")
 
     def test_a_failed_block_writes_nothing(self):
         path = f"ram://{uuid.uuid4().hex}/file.txt"
         with (
             self.assertRaisesRegex(OSError, "disk full"),
-            files.local_copy(path, "w") as local,
+            files.local_staging(path) as local,
         ):
             with open(local, "w") as file:
                 file.write("half")
             raise OSError("disk full")
         self.assertFalse(tf.io.gfile.exists(path))
-
-    def test_an_unknown_mode_is_refused(self):
-        with (
-            self.assertRaisesRegex(ValueError, '`mode` must be "r" or "w"'),
-            files.local_copy("/tmp/x", "rb"),
-        ):
-            pass

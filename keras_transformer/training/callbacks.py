@@ -7,6 +7,7 @@ checkpoint (and logging) interval. None saves an interval whose loss went
 NaN or infinite, or whose last update left non-finite weights.
 """
 
+import contextlib
 import os
 import re
 import time
@@ -101,6 +102,17 @@ def _seed_states(model) -> list:
     return [v for v in model.variables if id(v) not in weights]
 
 
+@contextlib.contextmanager
+def _read_backup(path: str):
+    """The backup's HDF5 file at `path`, open for reading. A remote one is
+    read through `tf.io.gfile`, only the parts asked for: the step and seed
+    states, not all the weights and optimizer state."""
+    with contextlib.ExitStack() as stack:
+        if files.is_remote(path):
+            path = stack.enter_context(tf.io.gfile.GFile(path, "rb"))
+        yield stack.enter_context(h5py.File(path, "r"))
+
+
 class ResumableBackup(keras.callbacks.BackupAndRestore):
     """`keras.callbacks.BackupAndRestore` that survives a kill at any moment.
 
@@ -187,7 +199,7 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         if not tf.io.gfile.exists(path):
             return 0
         now = {"batching": batching or {}, "schedule": schedule or {}}
-        with files.local_copy(path) as local, h5py.File(local, "r") as backup:
+        with _read_backup(path) as backup:
             group = backup.get(cls.RESUME_GROUP)
             if group is None:
                 return 0
@@ -236,7 +248,7 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
         tf.io.gfile.makedirs(self.backup_dir)
         partial = os.path.join(self.backup_dir, "partial.weights.h5")
         # h5py writes local files: a remote backup is written locally first.
-        with files.local_copy(partial, "w") as local:
+        with files.local_staging(partial) as local:
             self.model.save_weights(local, overwrite=True)
             with h5py.File(local, "a") as backup:
                 group = backup.create_group(self.RESUME_GROUP)
@@ -267,10 +279,7 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
 
     def _restore_seed_states(self):
         states = _seed_states(self.model)
-        with (
-            files.local_copy(self._weights_path) as local,
-            h5py.File(local, "r") as backup,
-        ):
+        with _read_backup(self._weights_path) as backup:
             group = backup.get(self.RESUME_GROUP)
             if group is None:
                 return  # A backup of an earlier version: dropout restarts.
