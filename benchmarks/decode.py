@@ -3,10 +3,13 @@ r"""Beam-search throughput (beam 4, 40 steps, EOS disabled); JSON lines.
   python benchmarks/decode.py --config=small --batch_sizes=1,8,32
 
 For each batch size: through Python (`tf.function`) and through a reloaded
-SavedModel, each with and without XLA; also checks that both paths return
-the same hypotheses.
+SavedModel, each with and without XLA; with more than one of those, also
+checks that all return the same hypotheses. `peak_rss_mib` is the process's
+peak so far: each row's includes the rows before it (the peer harness
+measures each row in a process of its own).
 """
 
+import contextlib
 import json
 import os
 import sys
@@ -22,8 +25,16 @@ flags.DEFINE_enum("config", "small", ["small", "base"], "Model size.")
 flags.DEFINE_list("batch_sizes", ["1", "8", "32"], "Sentences per call.")
 flags.DEFINE_list("paths", ["python", "saved_model"], "Where to decode.")
 flags.DEFINE_list("xla", ["false", "true"], "jit_compile settings.")
-flags.DEFINE_integer("warmup", 1, "Untimed calls.")
-flags.DEFINE_integer("steps", 2, "Timed calls.")
+flags.register_validator(
+    "paths",
+    lambda paths: set(paths) <= {"python", "saved_model"},
+    "--paths takes python and saved_model.",
+)
+flags.register_validator(
+    "xla", lambda xla: set(xla) <= {"false", "true"}, "--xla takes false and true."
+)
+flags.DEFINE_integer("warmup", 1, "Untimed calls.", lower_bound=0)
+flags.DEFINE_integer("steps", 2, "Timed calls.", lower_bound=1)
 flags.DEFINE_integer(
     "intra_op_threads",
     0,
@@ -46,12 +57,16 @@ def main(argv):
         outputs = {}
         for xla in (value == "true" for value in FLAGS.xla):
             for path in FLAGS.paths:
-                folder = tempfile.mkdtemp() if path == "saved_model" else None
-                call, _ = workloads.decode_fn(model, xla, batch, folder)
-                median, first, times = workloads.time_calls(
-                    call, FLAGS.warmup, FLAGS.steps
-                )
-                outputs[(path, xla)] = call()
+                with (
+                    tempfile.TemporaryDirectory()
+                    if path == "saved_model"
+                    else contextlib.nullcontext()
+                ) as folder:
+                    call, _ = workloads.decode_fn(model, xla, batch, folder)
+                    median, first, times = workloads.time_calls(
+                        call, FLAGS.warmup, FLAGS.steps
+                    )
+                    outputs[(path, xla)] = call()
                 print(
                     json.dumps(
                         {
@@ -72,6 +87,8 @@ def main(argv):
                     ),
                     flush=True,
                 )
+        if len(outputs) < 2:
+            continue  # Nothing to compare.
         same = all(
             (value == next(iter(outputs.values()))).all() for value in outputs.values()
         )

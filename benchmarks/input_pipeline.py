@@ -42,10 +42,12 @@ def main(argv):
     load_seconds = time.perf_counter() - start
 
     start = time.perf_counter()
-    prefix = os.path.join(tempfile.mkdtemp(), "demo")
-    tokenizer = tokenizer_lib.SubwordTokenizer.from_file(
-        tokenizer_lib.train_subword_vocab(english + german, _VOCAB_SIZE.value, prefix)
-    )
+    with tempfile.TemporaryDirectory() as folder:
+        tokenizer = tokenizer_lib.SubwordTokenizer.from_file(
+            tokenizer_lib.train_subword_vocab(
+                english + german, _VOCAB_SIZE.value, os.path.join(folder, "demo")
+            )
+        )
     vocab_seconds = time.perf_counter() - start
 
     pairs = tf.data.Dataset.from_tensor_slices((english, german))

@@ -20,7 +20,9 @@ default, one per core). With the two parallel searches of a decode row, 1
 runs each op whole on its search's thread (export/README.md).
 """
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -70,6 +72,7 @@ def body(args):
     export_s = None
     if args.workload == "decode" and args.saved_model:
         folder = tempfile.mkdtemp()
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
         command = [sys.executable, os.path.abspath(__file__), "--export", folder]
         command += [args.config, str(args.seed)] + (["--xla"] if args.xla else [])
         subprocess.run(command, check=True)

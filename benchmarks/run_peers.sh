@@ -4,9 +4,11 @@
 #   benchmarks/run_peers.sh [HARNESS_DIR]     (default: ../shared/bench)
 #
 # Links benchmarks/peer_row.py into the harness as
-# peers/keras_transformer_peer.py, adds the rows of benchmarks/peer_plan.txt
-# to the harness's plan (in the ORDER below) and runs it; the harness's
-# knobs (ONLY, FULL, ROW_TIMEOUT, BENCH_OUT, VENV_<name>) pass through.
+# peers/keras_transformer_peer.py for the run (the link is removed when it
+# ends), adds the rows of benchmarks/peer_plan.txt to the harness's plan (in
+# the ORDER below) and runs it; the harness's knobs (ONLY, FULL,
+# ROW_TIMEOUT, BENCH_OUT, VENV_<name>) pass through. The results go to
+# benchmarks/results/peers-<date>.jsonl unless BENCH_OUT names a file.
 # Our rows use this Python's environment (the one with keras_transformer
 # installed) unless VENV_ours is set. The peers' venvs come from the
 # harness's setup_venvs.sh.
@@ -32,7 +34,9 @@ if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 plan=$(mktemp)
-trap 'rm -f "$plan"' EXIT
+link=$harness/peers/keras_transformer_peer.py
+# The harness is left as it was: the link to our row goes with the run.
+trap 'rm -f "$plan" "$link"' EXIT
 case ${ORDER:-grouped} in
   plan)
     for ((round = 0; round < rounds; round++)); do
@@ -53,5 +57,7 @@ export VENV_ours=${VENV_ours:-$("$python" -c 'import sys; print(sys.prefix)')}
   echo "keras_transformer is not installed in $VENV_ours: pip install -e ." >&2
   exit 1
 }
-ln -sf "$here/peer_row.py" "$harness/peers/keras_transformer_peer.py"
+ln -sf "$here/peer_row.py" "$link"
+# Our results folder, not the harness's, unless BENCH_OUT says otherwise.
+export BENCH_OUT=${BENCH_OUT:-$here/results/peers-$(date +%Y%m%d-%H%M%S).jsonl}
 PLAN=$plan bash "$harness/run_peers.sh"

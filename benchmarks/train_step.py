@@ -3,9 +3,11 @@ r"""Training-step throughput on the peer harness's workload; one JSON line.
 python benchmarks/train_step.py --config=small [--jit_compile] [--steps=3]
     [--gradient_accumulation_steps=N]
 
-`step_s` lists the timed steps in order: the peer harness times steps 2 and 3
-of a fresh process, and step 2 can still page in new memory
-(benchmarks/PERFORMANCE.md).
+`step_s` lists the timed steps in order: the peer harness times the steps
+after its warmup ones in a fresh process (`peers/common.py`), and the first
+of them can still page in new memory (benchmarks/PERFORMANCE.md). MFU
+against the measured peak is the harness row's (`benchmarks/run_peers.sh`
+and the harness's `summarize.py`), with the peers' FLOP formula.
 """
 
 import json
@@ -31,8 +33,8 @@ flags.register_validator(
     lambda steps: workloads.TRAIN["batch"] % steps == 0,
     "--gradient_accumulation_steps must divide the step's 64 sentences.",
 )
-flags.DEFINE_integer("warmup", 1, "Untimed calls.")
-flags.DEFINE_integer("steps", 3, "Timed calls.")
+flags.DEFINE_integer("warmup", 1, "Untimed calls.", lower_bound=0)
+flags.DEFINE_integer("steps", 3, "Timed calls.", lower_bound=1)
 FLAGS = flags.FLAGS
 
 

@@ -26,7 +26,12 @@ def run_peers(tmp_path, order=None, installed=True, rounds=None):
     harness = tmp_path / "bench"
     (harness / "peers").mkdir(parents=True)
     (harness / "plan.txt").write_text(HARNESS_PLAN)
-    (harness / "run_peers.sh").write_text('cp "$PLAN" "$PLAN_COPY"\n')
+    # The runner records the plan, the link to our row and the output file.
+    (harness / "run_peers.sh").write_text(
+        'cp "$PLAN" "$PLAN_COPY"\n'
+        'readlink "$(dirname "$0")/peers/keras_transformer_peer.py" > "$PLAN_COPY.link"\n'
+        'echo "$BENCH_OUT" > "$PLAN_COPY.out"\n'
+    )
     python = tmp_path / "venv" / "bin" / "python"
     python.parent.mkdir(parents=True)
     python.write_text(f"#!/bin/sh\nexit {0 if installed else 1}\n")
@@ -76,7 +81,15 @@ def test_rows_run_grouped_by_workload_ours_last(tmp_path):
     with open(SCRIPT.replace("run_peers.sh", "peer_plan.txt")) as ours:
         expected = [line for line in ours if line.strip() and line[0] != "#"]
     assert len(rows) == 5 + len(expected)  # nothing lost, nothing doubled
-    assert os.path.islink(link(tmp_path))
+    # Our row was linked into the harness for the run, and is gone after it;
+    # the results went to our folder.
+    with open(tmp_path / "plan.link") as linked:
+        assert linked.read().strip() == SCRIPT.replace("run_peers.sh", "peer_row.py")
+    assert not os.path.lexists(link(tmp_path))
+    with open(tmp_path / "plan.out") as out:
+        assert os.path.dirname(out.read().strip()) == os.path.join(
+            os.path.dirname(SCRIPT), "results"
+        )
 
 
 def test_plan_order_appends_ours(tmp_path):
