@@ -498,36 +498,42 @@ class TrainProcessesTest(TestCase):
         folder = fixtures.tempdir(self)
         data = write_corpus(folder)
         model_dir = os.path.join(folder, "run")
-        addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
         # Worker 0 leads the cluster and sees who never came; worker 1
         # sees that the leader does not answer. Each alone used to wait
-        # forever, with SIGTERM caught.
-        for index in (0, 1):
+        # forever, with SIGTERM caught. The two run side by side, each in a
+        # cluster of its own (addresses of its own).
+        clusters = [[f"127.0.0.1:{free_port()}" for _ in range(2)] for _ in range(2)]
+        processes = []
+        for index, addresses in enumerate(clusters):
             tf_config = {
                 "cluster": {"worker": addresses},
                 "task": {"type": "worker", "index": index},
             }
-            result = subprocess.run(
-                train_command(
-                    data,
-                    model_dir,
-                    "--strategy=multi_worker",
-                    "--worker_startup_timeout=2",
-                ),
-                env=environment(TF_CONFIG=json.dumps(tf_config)),
-                capture_output=True,
-                text=True,
-                timeout=120,
+            processes.append(
+                subprocess.Popen(
+                    train_command(
+                        data,
+                        model_dir,
+                        "--strategy=multi_worker",
+                        "--worker_startup_timeout=2",
+                    ),
+                    env=environment(TF_CONFIG=json.dumps(tf_config)),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
             )
-            self.assertEqual(result.returncode, 1, result.stderr[-3000:])
+        for index, (process, addresses) in enumerate(zip(processes, clusters)):
+            _, stderr = process.communicate(timeout=120)
+            self.assertEqual(process.returncode, 1, stderr[-3000:])
             missing = 1 - index
             self.assertIn(
                 f"train.py: error: Worker {index} of 2 waited 2 s for the cluster "
                 f"in TF_CONFIG to start, but worker {missing} "
                 f"({addresses[missing]}) did not connect",
-                result.stderr,
+                stderr,
             )
-            self.assertNotIn("Traceback", result.stderr)
+            self.assertNotIn("Traceback", stderr)
         # It failed before writing anything.
         self.assertFalse(os.path.exists(model_dir))
 
