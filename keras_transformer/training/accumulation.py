@@ -74,6 +74,12 @@ def train_step(model, data):
         lambda i, *_: i < tf.cast(num_batches, tf.int32),
         accumulate,
         (tf.constant(0), zero, zero, [tf.zeros_like(v) for v in variables]),
+        # One batch at a time, so that a step holds one batch's
+        # activations: the passes do not depend on each other, and with the
+        # default (10) the next batch's forward pass ran beside the last
+        # one's backward pass (base, N = 4, no XLA: peak RSS 3.0-3.2 ->
+        # 2.5 GiB, ~7 % slower; benchmarks/PERFORMANCE.md).
+        parallel_iterations=1,
     )
     return replica_xla.apply_gradient_sums(model, total, num_tokens, sums)
 
