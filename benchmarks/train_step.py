@@ -1,7 +1,7 @@
 r"""Training-step throughput on the peer harness's workload; one JSON line.
 
 python benchmarks/train_step.py --config=small [--jit_compile] [--steps=3]
-    [--gradient_accumulation_steps=N]
+    [--gradient_accumulation_steps=N] [--threads=1]
 
 `step_s` lists the timed steps in order: the peer harness times the steps
 after its warmup ones in a fresh process (`peers/common.py`), and the first
@@ -35,11 +35,24 @@ flags.register_validator(
 )
 flags.DEFINE_integer("warmup", 1, "Untimed calls.", lower_bound=0)
 flags.DEFINE_integer("steps", 3, "Timed calls.", lower_bound=1)
+flags.DEFINE_integer(
+    "threads",
+    0,
+    "TensorFlow's intra-op and inter-op threads (0: its defaults). At 1 the "
+    "step's ops and XLA's thunks run one after another, so that a profile's "
+    "times add up (benchmarks/PERFORMANCE.md).",
+    lower_bound=0,
+)
 FLAGS = flags.FLAGS
 
 
 def main(argv):
     del argv
+    import tensorflow as tf
+
+    # Fixed once TensorFlow's runtime starts, so before the first op.
+    tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
+    tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
     model = workloads.build_model(FLAGS.config)
     step = workloads.train_step_fn(
         model,
@@ -55,6 +68,7 @@ def main(argv):
                 "config": FLAGS.config,
                 "jit_compile": FLAGS.jit_compile,
                 "gradient_accumulation_steps": FLAGS.gradient_accumulation_steps,
+                "threads": FLAGS.threads,
                 "params": model.count_params(),
                 "median_s": round(median, 4),
                 "step_s": [round(t, 4) for t in times],
