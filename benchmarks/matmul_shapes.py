@@ -72,11 +72,7 @@ def gflop_per_s(left, right, transpose_a, transpose_b, jit_compile):
 
 def main(argv):
     del argv
-    import tensorflow as tf
-
-    # Fixed once TensorFlow's runtime starts, so before the first op.
-    tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
+    workloads.set_threads(FLAGS.threads)
     for name, *product in products(workloads.CONFIGS[FLAGS.config]):
         row = {
             "benchmark": "matmul_shapes",

@@ -48,11 +48,7 @@ FLAGS = flags.FLAGS
 
 def main(argv):
     del argv
-    import tensorflow as tf
-
-    # Fixed once TensorFlow's runtime starts, so before the first op.
-    tf.config.threading.set_intra_op_parallelism_threads(FLAGS.threads)
-    tf.config.threading.set_inter_op_parallelism_threads(FLAGS.threads)
+    workloads.set_threads(FLAGS.threads)
     model = workloads.build_model(FLAGS.config)
     step = workloads.train_step_fn(
         model,

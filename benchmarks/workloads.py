@@ -155,6 +155,13 @@ def decode_fn(model, jit_compile: bool, batch: int, saved_model_dir=None):
     return search_fn(decoder, model.config.vocab_size, batch), decoder
 
 
+def set_threads(threads: int) -> None:
+    """TensorFlow's intra-op and inter-op threads (0: its defaults); fixed
+    once its runtime starts, so before the first op."""
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+
+
 def time_calls(fn, warmup: int, steps: int):
     """(median seconds of `steps` timed calls after `warmup`, first call s,
     the timed calls' seconds in order)."""
