@@ -3,12 +3,14 @@ r"""The training step's matmuls, each alone, through TensorFlow's kernels
 
 python benchmarks/matmul_shapes.py --config=base [--threads=1]
 
-A training step is ~99 % matmuls (benchmarks/PERFORMANCE.md), so a step
-with XLA is as fast as XLA:CPU's dot library runs these products. Each
-projection x W ([N, I] x [I, O], N the step's target tokens) comes with its
-backward pass's two: the input gradient dy W^T and the weight gradient
-x^T dy, whose left operand is read transposed; then the logits against the
-shared embedding E ([V, D]) and their two gradients.
+A base training step is ~90 % matmuls (benchmarks/PERFORMANCE.md), so a
+step with XLA is about as fast as XLA:CPU's dot library runs these
+products. Each projection x W ([N, I] x [I, O], N the step's target tokens)
+comes with its backward pass's two: the input gradient dy W^T and the
+weight gradient x^T dy, whose left operand is read transposed; then the
+logits against the shared embedding E ([V, D]) and their two gradients.
+TensorFlow's dy W^T here is its transposed 2-D `MatMul`, which the model's
+projections avoid (`layers.project`).
 """
 
 import json
