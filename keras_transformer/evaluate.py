@@ -82,7 +82,8 @@ def define_flags(flag_values=FLAGS):
         "File for the hypotheses, one per line. Opened (created or emptied, as "
         "by shell redirection) before translating, so a path that cannot be "
         "written fails at once; its directory must exist (it is not created), "
-        "and it must not be an input: --src, --ref, the model or its "
+        "and it must not be an input: --src, --ref, a file of the --data "
+        "corpus or of the model's training corpus, the model or its "
         "vocabulary.",
         **fv,
     )
@@ -116,6 +117,25 @@ def _run_files(model: str) -> list[tuple[str, str, str]]:
             ):
                 files.append(("model", os.path.join(root, name), "training run"))
     return files
+
+
+def _run_corpus_files(model: str) -> list[tuple[str, str, str]]:
+    """The files of every split of the corpus that `model`'s training run
+    read (its settings' `--data`), as (flag, path, what); none for a model
+    without a run folder, or for the demo or TFDS corpora."""
+    from keras_transformer import inference
+    from keras_transformer.data import sources
+
+    folder = inference.run_folder(model)
+    settings = folder and run_checks.read_settings(folder)
+    if not settings or not all(
+        settings.get(name) for name in ("data", "src_lang", "tgt_lang")
+    ):
+        return []
+    files = sources.corpus_files(
+        settings["data"], settings.get("src_lang"), settings.get("tgt_lang")
+    )
+    return [("model", path, f"training run's {split} split") for split, path in files]
 
 
 def _languages(flag_values) -> tuple[str, str]:
@@ -222,10 +242,10 @@ def _model_files(model: str, vocab: str | None) -> list[tuple[str, str, str]]:
 
 def _check_output(flag_values, src_lang: str, tgt_lang: str) -> None:
     """Fails if `--output` is an input file, which writing it would destroy:
-    `--src`, `--ref`, a file of a `--data=text:` or `tsv:` test split, a
-    file of the model (its vocabulary too), which is read before the output
-    is opened, or a file of its training run (`_run_files`), which a
-    resumption reads.
+    `--src`, `--ref`, a file of any split of a `--data=text:` or `tsv:`
+    corpus, a file of the model (its vocabulary too), which is read before
+    the output is opened, or a file of its training run (`_run_files`),
+    which a resumption reads, its training corpus included.
 
     Raises:
         ValueError: naming both paths.
@@ -241,12 +261,17 @@ def _check_output(flag_values, src_lang: str, tgt_lang: str) -> None:
     if flag_values.data:
         from keras_transformer.data import sources
 
-        files = sources.split_files(
-            flag_values.data, flag_values.split, src_lang, tgt_lang
-        )
-        inputs += [("data", path, f"{flag_values.split} split") for path in files]
+        # The split to score must exist (MissingSplitError otherwise).
+        sources.split_files(flag_values.data, flag_values.split, src_lang, tgt_lang)
+        inputs += [
+            ("data", path, f"{split} split")
+            for split, path in sources.corpus_files(
+                flag_values.data, src_lang, tgt_lang
+            )
+        ]
     inputs += _model_files(flag_values.model, flag_values.vocab)
     inputs += _run_files(flag_values.model)
+    inputs += _run_corpus_files(flag_values.model)
     for name, path, what in inputs:
         if path and same_file(output, path):
             raise ValueError(

@@ -332,6 +332,46 @@ class EvaluateCommandTest(TestCase):
         with open(self.src, encoding="utf-8") as file:
             self.assertEqual(file.read(), "Hello.\n")
 
+    def test_output_must_not_be_a_file_of_another_split_or_the_training_data(self):
+        # Scoring the test split must not overwrite the corpus's train or
+        # dev files, nor those of the model's own training corpus.
+        for split in ("train", "dev"):
+            for lang in ("de", "en"):
+                with open(os.path.join(self.folder, f"{split}.{lang}"), "w") as f:
+                    f.write("Daten.\n")
+        tsv = os.path.join(self.folder, "train.tsv")
+        with open(tsv, "w") as file:
+            file.write("Hallo.\tHello.\n")
+        model = f"--model={self.model_dir}"
+        for data, path, split in (
+            (f"text:{self.folder}/train", f"{self.folder}/train.de", "train"),
+            (f"text:{self.folder}/train", f"{self.folder}/dev.en", "dev"),
+            (f"tsv:test={self.src},train={tsv}", tsv, "train"),
+        ):
+            self.assert_one_line_error(
+                [model, f"--data={data}", "--split=test", f"--output={path}"],
+                "`--output` must not be an input file: writing it would "
+                f"overwrite the {split} split; choose another path. "
+                f"Received: output={path}, data={path}",
+            )
+        settings = {
+            "src_lang": "de",
+            "tgt_lang": "en",
+            "data": f"text:{self.folder}/train",
+        }
+        with open(os.path.join(self.model_dir, run_checks.SETTINGS_FILE), "w") as f:
+            json.dump(settings, f)
+        path = f"{self.folder}/dev.en"
+        self.assert_one_line_error(
+            [model, f"--src={self.src}", f"--ref={self.ref}", f"--output={path}"],
+            "`--output` must not be an input file: writing it would overwrite "
+            "the training run's dev split; choose another path. "
+            f"Received: output={path}, model={path}",
+        )
+        for split in ("train", "dev"):
+            with open(os.path.join(self.folder, f"{split}.en")) as file:
+                self.assertEqual(file.read(), "Daten.\n")
+
     def test_output_must_not_be_a_file_of_the_model(self):
         data = [f"--src={self.src}", f"--ref={self.ref}"]
         run_dir = self.model_dir

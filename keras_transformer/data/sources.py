@@ -19,6 +19,7 @@ The spec forms are:
   src_lang and tgt_lang.
 """
 
+import contextlib
 import dataclasses
 import functools
 import os
@@ -271,6 +272,21 @@ def split_files(
     if spec.kind == "tsv":
         return [location]
     return [f"{location}.{src_lang}", f"{location}.{tgt_lang}"]
+
+
+def corpus_files(
+    spec: DataSpec | str, src_lang: str, tgt_lang: str
+) -> list[tuple[str, str]]:
+    """`(split, file)` for every file of every split that a "text" or "tsv"
+    corpus has (`split_files`; splits it lacks are skipped): the files a
+    command that writes must not overwrite."""
+    files = []
+    for split in SPLITS:
+        with contextlib.suppress(MissingSplitError):
+            files += [
+                (split, path) for path in split_files(spec, split, src_lang, tgt_lang)
+            ]
+    return files
 
 
 def load_split(
