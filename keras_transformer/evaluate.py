@@ -133,7 +133,7 @@ def _run_corpus_files(model: str) -> list[tuple[str, str, str]]:
     ):
         return []
     files = sources.corpus_files(
-        settings["data"], settings.get("src_lang"), settings.get("tgt_lang")
+        settings["data"], settings["src_lang"], settings["tgt_lang"]
     )
     return [("model", path, f"training run's {split} split") for split, path in files]
 
