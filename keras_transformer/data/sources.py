@@ -274,6 +274,22 @@ def split_files(
     return [f"{location}.{src_lang}", f"{location}.{tgt_lang}"]
 
 
+def check_split_files(
+    spec: DataSpec | str, split: str, src_lang: str, tgt_lang: str
+) -> None:
+    """Fails as reading `split` would if one of its files (`split_files`) is
+    missing, without reading them: a run checks its training files before
+    it looks for (and reports the lack of) a dev split.
+
+    Raises:
+        MissingSplitError: as `split_files`.
+        FileNotFoundError, ValueError: for a file that is missing or a
+            directory (`text_files.check_corpus_file`).
+    """
+    for path in split_files(spec, split, src_lang, tgt_lang):
+        text_files.check_corpus_file(path)
+
+
 def corpus_files(
     spec: DataSpec | str, src_lang: str, tgt_lang: str
 ) -> list[tuple[str, str]]:

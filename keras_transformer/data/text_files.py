@@ -210,6 +210,18 @@ def read_file(path: str, what: str, hint: str, argument: str = "path") -> bytes:
             permission, a filesystem TensorFlow lacks, ...): the message
             gives TensorFlow's reason instead of its traceback.
     """
+    check_file(path, what, hint, argument)
+    try:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            return f.read()
+    except tf.errors.OpError as error:
+        raise _unreadable(path, what, argument, error) from None
+
+
+def check_file(path: str, what: str, hint: str, argument: str = "path") -> None:
+    """Fails as `read_file` would for a path that is missing, a directory
+    or not readable, without reading the file: a command checks each input
+    before its first long step. Arguments and errors: as `read_file`'s."""
     try:
         if not tf.io.gfile.exists(path):
             for _, extension, tool, *_ in _COMPRESSIONS:
@@ -227,24 +239,34 @@ def read_file(path: str, what: str, hint: str, argument: str = "path") -> bytes:
                 f"{what} {path} is a directory, not a file. {hint} "
                 f"Received: {argument}={path}"
             )
-        with tf.io.gfile.GFile(path, "rb") as f:
-            return f.read()
     except tf.errors.OpError as error:
-        raise ValueError(
-            f"{what} {path} cannot be read ({error.message}). Check that it "
-            f"is a readable file. Received: {argument}={path}"
-        ) from None
+        raise _unreadable(path, what, argument, error) from None
+
+
+def _unreadable(path, what, argument, error):
+    return ValueError(
+        f"{what} {path} cannot be read ({error.message}). Check that it "
+        f"is a readable file. Received: {argument}={path}"
+    )
+
+
+_CORPUS_FILE = (
+    "Text corpus file",
+    "Check the path, and for `text:PREFIX` corpora that the files are "
+    "named PREFIX.SRC_LANG and PREFIX.TGT_LANG; a `tsv:FILE` corpus is "
+    "one file (e.g. tsv:PATH/train.tsv).",
+)
+
+
+def check_corpus_file(path: str) -> None:
+    """Fails as reading the corpus file `path` would if it is missing or a
+    directory (`check_file`), without reading it."""
+    check_file(path, *_CORPUS_FILE)
 
 
 def _read_text(path: str) -> str:
     """Checked UTF-8 contents of `path`, without the final newline."""
-    data = read_file(
-        path,
-        "Text corpus file",
-        "Check the path, and for `text:PREFIX` corpora that the files are "
-        "named PREFIX.SRC_LANG and PREFIX.TGT_LANG; a `tsv:FILE` corpus is "
-        "one file (e.g. tsv:PATH/train.tsv).",
-    )
+    data = read_file(path, *_CORPUS_FILE)
     text = decode_utf8(data, path)
     if not text.strip():
         raise ValueError(

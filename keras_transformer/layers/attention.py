@@ -14,7 +14,9 @@ from keras_transformer.layers.checks import (
     check_built,
     check_positive_int,
     check_rate,
+    check_sentence_mask,
     check_sequence_shape,
+    check_static_dim,
 )
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.initializers import initializer_copy
@@ -235,7 +237,7 @@ def _check_grouped_batches(query, key, attention_mask):
             f"memory keys of shape {tuple(key.shape)}"
         )
     if attention_mask is not None and len(attention_mask.shape) >= 3:
-        _check_static_dim("attention_mask", attention_mask, 0, "memory['key']", key, 0)
+        check_static_dim("attention_mask", attention_mask, 0, "memory['key']", key, 0)
 
 
 def _ungroup(weights):
@@ -580,7 +582,7 @@ class MultiHeadAttention(keras.layers.Layer):
                 query_start = cache_index
                 use_causal_mask = True  # The unwritten positions.
         else:
-            _check_static_dim("memory", memory, 0, "query", query, 0)
+            check_static_dim("memory", memory, 0, "query", query, 0)
             (q,) = self._project(
                 query, [self.query_kernel], [self.query_bias], training
             )
@@ -598,13 +600,13 @@ class MultiHeadAttention(keras.layers.Layer):
                 # [B, T, S], [B, N, T, S] or [T, S]: the last axis is the
                 # keys' positions, the one before it the queries'.
                 rank = len(attention_mask.shape)
-                _check_static_dim("attention_mask", attention_mask, -1, *keys, 1)
+                check_static_dim("attention_mask", attention_mask, -1, *keys, 1)
                 if rank >= 2:
-                    _check_static_dim(
+                    check_static_dim(
                         "attention_mask", attention_mask, -2, "query", query, 1
                     )
                 if rank >= 3:
-                    _check_static_dim(
+                    check_static_dim(
                         "attention_mask", attention_mask, 0, "query", query, 0
                     )
             mask = ops.cast(attention_mask, "bool")
@@ -619,8 +621,7 @@ class MultiHeadAttention(keras.layers.Layer):
             keys_mask = masks.keras_mask(keys[1])
             if keys_mask is not None:
                 name = f"{keys[0]}._keras_mask"  # [B, S]
-                _check_static_dim(name, keys_mask, -1, *keys, 1)
-                _check_static_dim(name, keys_mask, 0, *keys, 0)
+                check_sentence_mask(name, keys_mask, *keys)
                 mask = masks.merge_masks(
                     mask, ops.cast(keys_mask, "bool")[:, None, None, :]
                 )
@@ -740,20 +741,3 @@ def _check_built_width(name, tensor, kernel):
             "call it on inputs of that width, or use a new layer. "
             f"Received: {name} of shape {tuple(tensor.shape)}"
         )
-
-
-def _check_static_dim(name, tensor, axis, reference_name, reference, reference_axis):
-    """Raises a ValueError naming `name` when `tensor`'s `axis` and
-    `reference`'s `reference_axis` are both known and differ (always in
-    eager calls), instead of an error from inside a TensorFlow kernel. A
-    mask's axis of 1 broadcasts and passes."""
-    size, expected = tensor.shape[axis], reference.shape[reference_axis]
-    broadcasts = name.endswith("mask") and size == 1
-    if size is None or expected is None or size == expected or broadcasts:
-        return
-    raise ValueError(
-        f"Axis {axis} of `{name}` must match axis {reference_axis} of "
-        f"`{reference_name}` ({expected}). Received: {name} of shape "
-        f"{tuple(tensor.shape)}, {reference_name} of shape "
-        f"{tuple(reference.shape)}"
-    )

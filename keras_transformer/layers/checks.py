@@ -1,7 +1,8 @@
-"""Checks of the layers' constructor arguments.
+"""Checks of the layers' arguments.
 
-Each raises at construction a one-line ValueError that names the layer's
-own argument, rather than a later error from a sublayer or from TensorFlow.
+Each raises a one-line ValueError that names the layer's own argument, at
+construction or when the layer is called, rather than a later error from a
+sublayer or from TensorFlow.
 """
 
 import math
@@ -86,3 +87,31 @@ def check_built(layer, method):
             f"{name} creates when it is built: call the layer on inputs once "
             "(or `build` it) first."
         )
+
+
+def check_static_dim(name, tensor, axis, reference_name, reference, reference_axis):
+    """Raises a ValueError naming `name` when `tensor`'s `axis` and
+    `reference`'s `reference_axis` are both known and differ (always in
+    eager calls), instead of an error from inside a TensorFlow kernel. A
+    mask's axis of 1 broadcasts and passes."""
+    size, expected = tensor.shape[axis], reference.shape[reference_axis]
+    broadcasts = name.endswith("mask") and size == 1
+    if size is None or expected is None or size == expected or broadcasts:
+        return
+    raise ValueError(
+        f"Axis {axis} of `{name}` must match axis {reference_axis} of "
+        f"`{reference_name}` ({expected}). Received: {name} of shape "
+        f"{tuple(tensor.shape)}, {reference_name} of shape "
+        f"{tuple(reference.shape)}"
+    )
+
+
+def check_sentence_mask(name, mask, keys_name, keys):
+    """`check_static_dim` for a mask of the keys' sentences, [B, S] or
+    [B, 1, S], against keys [B, S, D]: a layer names its own argument (e.g.
+    `padding_mask`) rather than the attention's `attention_mask`. A mask
+    without a shape (a list) is left to the attention's own check."""
+    if not hasattr(mask, "shape"):
+        return
+    check_static_dim(name, mask, -1, keys_name, keys, 1)
+    check_static_dim(name, mask, 0, keys_name, keys, 0)

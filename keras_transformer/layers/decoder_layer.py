@@ -8,7 +8,11 @@ L cache length.
 import keras
 
 from keras_transformer.layers import masks
-from keras_transformer.layers.checks import check_built, check_sequence_shape
+from keras_transformer.layers.checks import (
+    check_built,
+    check_sentence_mask,
+    check_sequence_shape,
+)
 from keras_transformer.layers.encoder_layer import TransformerEncoderLayer
 from keras_transformer.layers.residual import ResidualConnection
 
@@ -211,4 +215,8 @@ def _check_memory(memory, memory_mask, cross_attention_cache):
             "`memory` [B, S, D] (or `cross_attention_cache` of "
             "`cross_attention.project_memory(memory)`). Received: memory=None"
         )
-    return None if memory_mask is None else masks.sentence_mask(memory_mask)
+    if memory_mask is None:
+        return None
+    if memory is not None:
+        check_sentence_mask("memory_mask", memory_mask, "memory", memory)
+    return masks.sentence_mask(memory_mask)

@@ -13,6 +13,7 @@ from keras_transformer.layers.checks import (
     check_positive_int,
     check_positive_number,
     check_rate,
+    check_sentence_mask,
     check_sequence_shape,
 )
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
@@ -222,6 +223,7 @@ def apply_keras_mask(inputs, padding_mask, mask):
     if mask is None:
         mask = masks.keras_mask(inputs)
     if padding_mask is not None:
+        check_sentence_mask("padding_mask", padding_mask, "inputs", inputs)
         padding_mask = masks.sentence_mask(padding_mask)
     if mask is None:
         return inputs, padding_mask

@@ -337,6 +337,9 @@ def run_training(
     )
     # From here on, this process alone trains in (and writes to) write_dir.
     with run_checks.training_lock(write_dir):
+        # The training files first: with those missing, the (missing) dev
+        # split is not the problem to report.
+        sources.check_split_files(spec, "train", src_lang, tgt_lang)
         dev_pairs = None
         if bleu_max_sentences:
             # Now, not after the vocabulary and the training data: a corpus

@@ -648,13 +648,32 @@ class CallShapeTest(TestCase):
             ValueError, r"Axis 0 of `memory` must match axis 0 of `query` \(2\)"
         ):
             layers.TransformerDecoderLayer(num_heads=4, d_ff=32)(query, memory=memory)
-        with self.assertRaisesRegex(
-            ValueError,
-            r"Axis -1 of `attention_mask` must match axis 1 of `query` \(4\)",
+        # The layers' own mask arguments are named, not the attention's
+        # `attention_mask` they become.
+        for layer, padding_mask, message in (
+            (
+                layers.TransformerEncoderLayer(num_heads=4, d_ff=32),
+                np.ones((2, 1, 7), bool),
+                r"Axis -1 of `padding_mask` must match axis 1 of `inputs` \(4\)\. "
+                r"Received: padding_mask of shape \(2, 1, 7\)",
+            ),
+            (
+                layers.TransformerEncoder(num_layers=1, num_heads=4, d_ff=32),
+                np.ones((3, 4), bool),
+                r"Axis 0 of `padding_mask` must match axis 0 of `inputs` \(2\)",
+            ),
         ):
-            layers.TransformerEncoderLayer(num_heads=4, d_ff=32)(
-                query, padding_mask=np.ones((2, 1, 7), bool)
-            )
+            with self.assertRaisesRegex(ValueError, message):
+                layer(query, padding_mask=padding_mask)
+        for decoder in (
+            layers.TransformerDecoderLayer(num_heads=4, d_ff=32),
+            layers.TransformerDecoder(num_layers=1, num_heads=4, d_ff=32),
+        ):
+            with self.assertRaisesRegex(
+                ValueError,
+                r"Axis -1 of `memory_mask` must match axis 1 of `memory` \(5\)",
+            ):
+                decoder(query, memory=memory[:2], memory_mask=np.ones((2, 7), bool))
 
     def test_use_bias_must_be_a_bool(self):
         with self.assertRaisesRegex(ValueError, "Received: use_bias='no'"):

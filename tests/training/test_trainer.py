@@ -580,6 +580,32 @@ class TrainerTest(TestCase):
         self.assertFalse(os.path.exists(os.path.join(run, "vocab.model")))
         self.assertFalse(os.path.exists(os.path.join(run, run_checks.SETTINGS_FILE)))
 
+    def test_missing_training_files_are_reported_before_a_missing_dev_split(self):
+        # A wrong prefix or language lacks the dev files too; the fix to
+        # name is the training files', not "train without dev BLEU".
+        folder = fixtures.tempdir(self)
+        corpus_dir = os.path.join(folder, "corpus")
+        os.makedirs(corpus_dir)
+        corpus = write_corpus(corpus_dir)
+        for lang in ("en", "de"):
+            os.remove(os.path.join(corpus_dir, f"dev.{lang}"))
+        for data, tgt_lang, missing in (
+            (f"text:{corpus_dir}/missing", "de", f"{corpus_dir}/missing.en"),
+            (corpus, "fr", f"{corpus_dir}/train.fr"),
+        ):
+            with self.assertRaisesRegex(
+                FileNotFoundError,
+                f"^Text corpus file {re.escape(missing)} does not exist.*"
+                f"Received: path={re.escape(missing)}$",
+            ):
+                run_tiny_training(
+                    folder,
+                    data=data,
+                    tgt_lang=tgt_lang,
+                    train_steps=2,
+                    bleu_max_sentences=4,
+                )
+
     def test_a_rerun_with_another_checkpoint_interval_keeps_to_its_multiples(self):
         folder = fixtures.tempdir(self)
         with warnings.catch_warnings(record=True) as caught:
