@@ -266,7 +266,10 @@ class Transformer(keras.Model):
             beam search through `reorder_decoding_state`. The second is
             what every step reads but is computed once: a dict with
             `cross_attention`, the per-layer encoder keys/values, and the
-            entries of `decoding_weights()`.
+            entries of `decoding_weights()`. In `beam_search`, pass it
+            (with the memory mask) as `static` with `tile_static=False`: it
+            holds weights, and the cross-attention groups the K beams of a
+            sentence itself.
 
         Raises:
             ValueError: if `beam_size` is given without `max_length`, or if

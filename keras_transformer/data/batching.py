@@ -44,6 +44,15 @@ class PairsInMemory:
         target_ids: tf.RaggedTensor,
         rows: tf.Tensor | None = None,
     ):
+        for arg, ids in (("source_ids", source_ids), ("target_ids", target_ids)):
+            if not isinstance(ids, tf.RaggedTensor):
+                # A dense [N, L] array would be read with its padding.
+                raise TypeError(
+                    f"`{arg}` must be a tf.RaggedTensor of each pair's ids "
+                    "without padding or specials (e.g. tf.ragged.constant, or "
+                    "tf.RaggedTensor.from_tensor(ids, padding=0)). Received: "
+                    f"{arg} of type {type(ids).__name__}"
+                )
         self.source_ids = source_ids
         self.target_ids = target_ids
         self.rows = tf.range(source_ids.nrows()) if rows is None else rows
@@ -174,9 +183,12 @@ def token_batches(
         prefetched.
 
     Raises:
+        TypeError: if `examples` is not pairs of integer id vectors.
         ValueError: if `max_length` < 2, `batch_tokens` < `max_length`,
             `seed` is not an int64 seed >= 0, or `skip` reaches past the one
             epoch of `repeat=False`.
+        tf.errors.InvalidArgumentError: while iterating, for an example
+            longer than `max_length` or holding padding, BOS or EOS ids.
     """
     if not is_integer(max_length) or max_length < 2:
         raise ValueError(
@@ -210,6 +222,7 @@ def token_batches(
 
     in_memory = isinstance(examples, PairsInMemory)
     if not in_memory:
+        _check_pairs_of_ids(examples)
         dataset_with_specials = with_specials(examples)
 
     def epoch_batches(shuffle_seed):
@@ -315,6 +328,29 @@ def epoch_batch_count(
     return int(np.sum(-(-counts // sizes)))
 
 
+def _check_pairs_of_ids(examples):
+    """Raises a TypeError naming the element structure unless `examples`
+    is a dataset of `(source_ids, target_ids)` integer vectors, rather than
+    an error from inside the traced batching functions."""
+    spec = getattr(examples, "element_spec", None)
+    if not (
+        isinstance(spec, tuple)
+        and len(spec) == 2
+        and all(
+            getattr(side, "dtype", tf.string).is_integer
+            and getattr(side, "shape", tf.TensorShape(None)).rank in (None, 1)
+            for side in spec
+        )
+    ):
+        raise TypeError(
+            "`examples` must be a PairsInMemory or a tf.data.Dataset of "
+            "(source_ids, target_ids) pairs of integer id vectors [S] and [T] "
+            "(unpadded, without specials), e.g. from_tensor_slices of two "
+            "ragged tensors. Received: a dataset of "
+            f"{spec if spec is not None else type(examples).__name__}"
+        )
+
+
 def _add_specials(source, target, max_length):
     source = tf.cast(source, tf.int32)
     target = tf.cast(target, tf.int32)
@@ -330,7 +366,22 @@ def _add_specials(source, target, max_length):
             "counts them, or raise max_length."
         ),
     )
-    with tf.control_dependencies([check]):
+    # Padded rows (a NumPy array's) or ids with BOS/EOS would get EOS after
+    # their padding: the model would learn to end sentences there.
+    ids = tf.concat([source, target], 0)
+    no_specials = tf.debugging.assert_equal(
+        tf.reduce_all((ids == tokens.UNK_ID) | (ids >= tokens.NUM_SPECIAL_TOKENS)),
+        True,
+        message=(
+            f"An example holds padding ({tokens.PAD_ID}), BOS "
+            f"({tokens.BOS_ID}), EOS ({tokens.EOS_ID}) or a negative id; the "
+            "examples are ids without specials, which token_batches pads and "
+            "adds BOS and EOS to itself. Pass the ids of each sentence unpadded "
+            "(e.g. tf.data.Dataset.from_tensor_slices of ragged tensors, or "
+            "a PairsInMemory) and without BOS/EOS."
+        ),
+    )
+    with tf.control_dependencies([check, no_specials]):
         source_ids = tf.concat([source, eos], 0)  # [S]
     target_ids = tf.concat([bos, target], 0)  # [T]
     labels = tf.concat([target, eos], 0)  # [T]

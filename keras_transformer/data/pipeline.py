@@ -15,6 +15,9 @@ from absl import logging
 from keras_transformer.data import batching, sources
 from keras_transformer.data import tokenizer as tokenizer_lib
 
+# Dropped pairs that `DataStats` names (by number) of each kind.
+SHOWN_DROPS = 5
+
 
 @dataclasses.dataclass(frozen=True)
 class DataStats:
@@ -38,6 +41,10 @@ class DataStats:
         steps_per_epoch: training steps in one epoch (`num_batches` over
             the replicas and the batches each accumulates in a step), or
             None when not measured.
+        empty_pairs: the numbers (from 1, in corpus order: the line of a
+            text or TSV corpus) of the first `SHOWN_DROPS` pairs dropped
+            with an empty side.
+        overlong_pairs: those of the first pairs dropped as too long.
     """
 
     num_pairs: int
@@ -49,13 +56,26 @@ class DataStats:
     num_batches: int | None = None
     padding_efficiency: float | None = None
     steps_per_epoch: float | None = None
+    empty_pairs: tuple[int, ...] = ()
+    overlong_pairs: tuple[int, ...] = ()
 
     def describe(self) -> str:
-        """One line for people: what was read, dropped and kept."""
+        """One line for people: what was read, dropped (and where: the first
+        pair numbers, the lines of a text corpus) and kept."""
+
+        def where(count, numbers):
+            if not numbers:
+                return ""
+            more = ", ..." if count > len(numbers) else ""
+            noun = "pair" if count == 1 else "pairs"
+            return f" ({noun} {', '.join(map(str, numbers))}{more})"
+
         line = (
             f"{self.num_pairs} pairs read, {self.num_examples} kept "
-            f"({self.dropped_empty} dropped with an empty side, "
-            f"{self.dropped_overlong} longer than max_length); "
+            f"({self.dropped_empty} dropped with an empty side"
+            f"{where(self.dropped_empty, self.empty_pairs)}, "
+            f"{self.dropped_overlong} longer than max_length"
+            f"{where(self.dropped_overlong, self.overlong_pairs)}); "
             f"{self.source_tokens} source + {self.target_tokens} target tokens"
         )
         if self.padding_efficiency is not None:
@@ -138,8 +158,15 @@ def filter_by_length(
         num_examples=len(keep),
         source_tokens=int(source_lengths[keep].sum()),
         target_tokens=int(target_lengths[keep].sum()),
+        empty_pairs=_first_numbers(empty),
+        overlong_pairs=_first_numbers(overlong),
     )
     return tf.gather(source_ids, keep), tf.gather(target_ids, keep), stats
+
+
+def _first_numbers(dropped):
+    """The 1-based numbers of the first `SHOWN_DROPS` True rows."""
+    return tuple(int(row) + 1 for row in np.flatnonzero(dropped)[:SHOWN_DROPS])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,9 +268,9 @@ def load_training_batches(
             `sources.load_split` and `batching.token_batches`.
     """
     pairs = sources.load_split(spec, split, src_lang, tgt_lang, data_dir)
-    source_ids, target_ids, stats = filter_by_length(
-        *tokenize_pairs(pairs, tokenizer), max_length
-    )
+    with sources.read_errors(spec, split, data_dir):
+        tokenized = tokenize_pairs(pairs, tokenizer)
+    source_ids, target_ids, stats = filter_by_length(*tokenized, max_length)
     if not stats.num_examples:
         raise ValueError(
             f"No pair of the {split} split is left after filtering "
@@ -478,8 +505,9 @@ def load_or_train_tokenizer(
     def side(index):
         # Streamed: TFDS splits (WMT14 en-fr has 36M pairs) never sit in
         # memory as Python strings; sentencepiece samples `max_sentences`.
-        for pair in pairs.as_numpy_iterator():
-            yield pair[index].decode("utf-8")
+        with sources.read_errors(spec, "train", data_dir):
+            for pair in pairs.as_numpy_iterator():
+                yield pair[index].decode("utf-8")
 
     # Before the vocabulary: a process killed in between leaves no
     # vocabulary without its record.

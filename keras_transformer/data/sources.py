@@ -239,9 +239,10 @@ def load_pairs(
     if spec.kind == "tfds":
         dataset = load_split(spec, split, src_lang, tgt_lang, data_dir)
         sources, targets = [], []
-        for source, target in dataset.as_numpy_iterator():
-            sources.append(source.decode("utf-8"))
-            targets.append(target.decode("utf-8"))
+        with read_errors(spec, split, data_dir):
+            for source, target in dataset.as_numpy_iterator():
+                sources.append(source.decode("utf-8"))
+                targets.append(target.decode("utf-8"))
         return sources, targets
     files = split_files(spec, split, src_lang, tgt_lang)
     if spec.kind == "tsv":
@@ -334,6 +335,16 @@ def load_split(
     return tf.data.Dataset.from_tensor_slices(
         (tf.constant(sources, tf.string), tf.constant(targets, tf.string))
     )
+
+
+def read_errors(spec: DataSpec | str, split: str, data_dir: str | None = None):
+    """A context for reading the dataset of `load_split`: a TFDS split's
+    damaged file fails in one line (`tfds_source.read_errors`); the other
+    kinds were read and checked by `load_split` itself."""
+    spec = parse_data_spec(spec) if isinstance(spec, str) else spec
+    if spec.kind != "tfds":
+        return contextlib.nullcontext()
+    return tfds_source.read_errors(spec.location, split, data_dir)
 
 
 def _check_split_and_langs(split, src_lang, tgt_lang):

@@ -13,7 +13,9 @@ or, in Python,
 the paper's development set); test = TFDS "test" (newstest2014).
 """
 
+import contextlib
 import os
+import re
 
 import tensorflow as tf
 import tensorflow_datasets as tfds
@@ -59,11 +61,14 @@ def load_tfds_split(
 
     Raises:
         ValueError: if `name` is not a TFDS dataset or config, `split` is
-            unknown or a language is not in the dataset's pair.
+            unknown, a language is not in the dataset's pair, or the
+            prepared metadata cannot be read.
         MissingTfdsSplitError: (a FileNotFoundError and a ValueError) if
             the prepared dataset lacks the split.
-        FileNotFoundError: if the data has not been prepared in `data_dir`;
-            the message gives the command that prepares it.
+        FileNotFoundError: if the data has not been prepared in `data_dir`
+            (the message gives the command that prepares it), or a file of
+            the split is missing. A file damaged otherwise fails when read:
+            see `read_errors`.
     """
     if split not in TFDS_SPLITS:
         raise ValueError(
@@ -83,7 +88,7 @@ def load_tfds_split(
         dataset, _, config = name.partition("/")
         configs = [c.name for c in tfds.builder_cls(dataset).BUILDER_CONFIGS]
         if not config or config in configs:
-            raise
+            raise _damaged(name, data_dir, error) from error
         if not configs:
             raise ValueError(
                 f"{dataset} has no configs, so it is no translation dataset "
@@ -94,6 +99,10 @@ def load_tfds_split(
             f"{dataset} has no config '{config}'; pick one of {configs} "
             f"(the language pair). Received: name={name}"
         ) from error
+    except Exception as error:
+        # A damaged dataset_info.json fails in TFDS's own assertions or its
+        # JSON parser.
+        raise _damaged(name, data_dir, error) from error
     languages = getattr(builder.info.features, "languages", None)
     if languages is None:
         raise ValueError(
@@ -124,19 +133,74 @@ def load_tfds_split(
         )
     try:
         examples = builder.as_dataset(split=tfds_split, shuffle_files=False)
-    except AssertionError as error:
-        # TFDS signals "not prepared" with an AssertionError.
+    except (AssertionError, KeyError) as error:
+        # TFDS signals "not prepared" with an AssertionError, or a KeyError
+        # when the version folder exists without its dataset_info.json.
         root = str(builder.data_dir_root)
+        partial = ""
+        if tf.io.gfile.isdir(builder.data_dir):
+            partial = (
+                f" (its folder {builder.data_dir} exists without the "
+                "dataset_info.json that preparation writes last: an "
+                "interrupted preparation or copy)"
+            )
         raise FileNotFoundError(
-            f"The TFDS dataset {name} is not prepared in {root}, and nothing "
-            "is downloaded at run time. On a machine with internet run\n"
+            f"The TFDS dataset {name} is not prepared in {root}{partial}, and "
+            "nothing is downloaded at run time. On a machine with internet run\n"
             f"  tfds build {name} --data_dir={root}\n"
             f'or tfds.builder("{name}", data_dir="{root}")'
             ".download_and_prepare(), then copy that folder here and pass it "
             f"as data_dir. Received: name={name}, data_dir={data_dir}"
         ) from error
+    if builder.is_prepared():
+        # Checked now: TensorFlow would otherwise fail at the missing file
+        # while reading, in the middle of a run.
+        paths = [str(path) for path in builder.info.splits[tfds_split].filepaths]
+        missing = [path for path in paths if not tf.io.gfile.exists(path)]
+        if missing:
+            raise FileNotFoundError(
+                f"The TFDS dataset {name} in {builder.data_dir_root} is "
+                f"incomplete: {len(missing)} of the {len(paths)} files of its "
+                f"{tfds_split!r} split are missing, e.g. {missing[0]} (an "
+                "interrupted copy?). Copy or prepare the dataset again. "
+                f"Received: name={name}, split={split}, data_dir={data_dir}"
+            )
     return examples.map(
         lambda example: (example[src_lang], example[tgt_lang]),
         num_parallel_calls=tf.data.AUTOTUNE,
         deterministic=True,
+    )
+
+
+@contextlib.contextmanager
+def read_errors(name: str, split: str, data_dir: str | None = None):
+    """Raises TensorFlow's error for a damaged file of a prepared split (a
+    truncated or vanished shard), met while the block reads the split, as
+    a one-line ValueError that says to copy or prepare the data again.
+
+    Raises:
+        ValueError: for a `tf.errors.DataLossError` or `NotFoundError`.
+    """
+    try:
+        yield
+    except (tf.errors.DataLossError, tf.errors.NotFoundError) as error:
+        # The reason, without the function and op names around it.
+        reason = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", error.message)
+        reason = re.sub(r"\s*\[Op:\w+\].*$", "", reason, flags=re.DOTALL)
+        raise ValueError(
+            f"Reading the {split} split of the TFDS dataset {name} in "
+            f"{data_root(data_dir)} failed: {reason.strip()}. Its "
+            "prepared files are damaged or incomplete (an interrupted "
+            "preparation or copy?): copy or prepare the dataset again. "
+            f"Received: name={name}, split={split}, data_dir={data_dir}"
+        ) from None
+
+
+def _damaged(name, data_dir, error):
+    reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+    return ValueError(
+        f"The TFDS dataset {name} in {data_root(data_dir)} cannot be read: "
+        f"{reason} Its metadata (dataset_info.json, features.json) may be "
+        "damaged by an interrupted preparation or copy: copy or prepare the "
+        f"dataset again. Received: name={name}, data_dir={data_dir}"
     )

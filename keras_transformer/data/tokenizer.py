@@ -106,6 +106,10 @@ def train_subword_vocab(
                 minloglevel=2,
             )
         except RuntimeError as error:
+            if counted.error is not None:
+                # The sentences' own error (a damaged corpus file, say),
+                # which sentencepiece reports inside its own.
+                raise counted.error from None
             raise _training_error(error, vocab_size, counted.count) from error
         with open(local_prefix + ".model", "rb") as f:
             model = sentencepiece_model_pb2.ModelProto.FromString(f.read())
@@ -128,17 +132,25 @@ def train_subword_vocab(
 
 
 class _CountingIterator:
-    """Iterates over sentences, counting them, for the error messages."""
+    """Iterates over sentences, counting them and keeping the error that
+    their iterator raised, for the error messages."""
 
     def __init__(self, sentences):
         self._sentences = iter(sentences)
         self.count = 0
+        self.error = None
 
     def __iter__(self):
         return self
 
     def __next__(self):
-        sentence = next(self._sentences)
+        try:
+            sentence = next(self._sentences)
+        except StopIteration:
+            raise
+        except Exception as error:
+            self.error = error
+            raise
         self.count += 1
         return sentence
 

@@ -328,6 +328,29 @@ def _integers(name, value):
     return tensor
 
 
+def _check_per_sentence(static, batch_size):
+    """Raises a ValueError when `tile_static` would repeat something that is
+    not per sentence (a None, or a tensor of another leading size where the
+    sizes are known), instead of an error from inside `tf.repeat` or from
+    the step's matmuls."""
+    for leaf in tf.nest.flatten(static):
+        shape = None if leaf is None else tf.TensorShape(getattr(leaf, "shape", ()))
+        rows = None if shape is None or shape.rank is None else 0
+        if shape is not None and shape.rank:
+            rows = shape[0]
+        if leaf is None or (None not in (rows, batch_size) and rows != batch_size):
+            shape = None if shape is None else tuple(shape)
+            raise ValueError(
+                "With tile_static=True every tensor of `static` is a [B, ...] "
+                "tensor of the sentences, repeated for the K beams. Pass "
+                "tile_static=False for a static that holds weights or None "
+                "(such as Transformer.initial_decoding_state's step constants, "
+                "whose cross-attention groups the beams itself, as "
+                "transformer_beam_search does). Received: a static entry of "
+                f"shape {shape}, batch size {batch_size}"
+            )
+
+
 def _check_alpha(alpha, max_length):
     """`alpha` as a float32 tensor, checked as `Translator` checks it; a
     tensor's value is not known here (its dtype is checked). `max_length`
@@ -533,6 +556,7 @@ def beam_search(
             return tf.nest.map_structure(lambda x: tf.gather(x, rows), state)
 
     if tile_static:
+        _check_per_sentence(static, initial_ids.shape[0])
         static = tf.nest.map_structure(tile, static)
     invariants = state_invariants(state, state_shape_invariants)
     row_offsets = tf.range(batch_size)[:, None] * k  # [B, 1]

@@ -154,6 +154,7 @@ class Translator(tf.Module):
         name: name of the module.
 
     Raises:
+        TypeError: if `model` or `tokenizer` is not one (a path, say).
         ValueError: if the tokenizer and the model disagree on the
             vocabulary size, or a setting is out of range.
 
@@ -174,6 +175,26 @@ class Translator(tf.Module):
         name: str | None = None,
     ):
         super().__init__(name=name)
+        # A path in place of either (both are files) would fail on a missing
+        # attribute.
+        for arg, value, kind, methods in (
+            ("model", model, "keras_transformer.Transformer", ("config", "encode")),
+            (
+                "tokenizer",
+                tokenizer,
+                "data.tokenizer.SubwordTokenizer",
+                ("vocab_size", "tokenize", "detokenize"),
+            ),
+        ):
+            if not all(hasattr(value, method) for method in methods):
+                raise TypeError(
+                    f"`{arg}` must be a loaded {kind}, not a "
+                    f"{type(value).__name__}: load the model with "
+                    "keras.saving.load_model(PATH) and the tokenizer with "
+                    "SubwordTokenizer.from_file(PATH), or get both from their "
+                    "paths with keras_transformer.inference.load_translator. "
+                    f"Received: {arg}={value!r}"
+                )
         config = model.config
         if config.source_vocab_size not in (None, config.vocab_size):
             # One tokenizer makes the source ids too: they would index

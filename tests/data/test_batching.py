@@ -323,6 +323,60 @@ class TokenBatchesTest(test_case.TestCase):
         ):
             _batches(dataset)
 
+    def test_pairs_in_memory_take_ragged_ids(self):
+        padded = np.array([[5, 6, 0]], "int32")
+        ragged = tf.ragged.constant([[5, 6]], tf.int32)
+        for source, target, arg in (
+            (padded, ragged, "source_ids"),
+            (ragged, tf.constant(padded), "target_ids"),
+        ):
+            with self.assertRaisesRegex(
+                TypeError,
+                f"^`{arg}` must be a tf.RaggedTensor of each pair's ids without "
+                r"padding.*from_tensor\(ids, padding=0\)\). Received: "
+                f"{arg} of type",
+            ):
+                batching.PairsInMemory(source, target)
+
+    def test_a_dataset_of_something_else_than_pairs_of_ids_is_named(self):
+        ids = np.ones((2, 3), "int32")
+        for examples in (
+            tf.data.Dataset.from_tensor_slices({"source": ids, "target": ids}),
+            tf.data.Dataset.from_tensor_slices((ids.astype("float32"), ids)),
+            tf.data.Dataset.from_tensor_slices((ids, ids, ids)),
+        ):
+            with self.assertRaisesRegex(
+                TypeError,
+                r"`examples` must be a PairsInMemory or a tf.data.Dataset of "
+                r"\(source_ids, target_ids\) pairs.*Received: a dataset of ",
+            ):
+                batching.token_batches(examples, 100, _MAX_LENGTH)
+
+    def test_padded_ids_or_ids_with_specials_are_an_error(self):
+        # A padded NumPy row used to get EOS after its padding.
+        for source, target in (
+            ([5, 6, 7, 0, 0], [5, 8]),
+            ([5, 6], [2, 5, 8]),
+            ([5, 6, 3], [5]),
+            ([5, -4], [5]),
+        ):
+            dataset = batching.token_batches(
+                _dataset([source], [target]), 100, _MAX_LENGTH, shuffle=False
+            )
+            with self.assertRaisesRegex(
+                tf.errors.InvalidArgumentError,
+                r"An example holds padding \(0\), BOS \(2\), EOS \(3\) or a "
+                "negative id.*Pass the ids of each sentence unpadded",
+            ):
+                _batches(dataset)
+        # <unk> (1) is a token of the text.
+        batches = _batches(
+            batching.token_batches(
+                _dataset([[1, 5]], [[6, 1]]), 100, _MAX_LENGTH, shuffle=False
+            )
+        )
+        self.assertAllEqual(batches[0][0][0][:3], [1, 5, 3])
+
     def test_budget_below_max_length(self):
         with self.assertRaisesRegex(
             ValueError,

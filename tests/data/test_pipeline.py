@@ -71,9 +71,29 @@ class PipelineTest(test_case.TestCase):
                 num_examples=2,
                 source_tokens=5,
                 target_tokens=5,
+                empty_pairs=(2, 4),
+                overlong_pairs=(3,),
             ),
         )
+        # The dropped pairs are located: pair N is line N of a text corpus.
+        self.assertIn(
+            "(2 dropped with an empty side (pairs 2, 4), 1 longer than "
+            "max_length (pair 3))",
+            stats.describe(),
+        )
         self.assertAllEqual(kept_source, tf.ragged.constant([[5, 6], [8] * 3]))
+        # The first SHOWN_DROPS of each kind.
+        _, _, many = pipeline.filter_by_length(
+            tf.ragged.constant([[5]] * 3 + [[]] * 7, tf.int32),
+            tf.ragged.constant([[5]] * 10, tf.int32),
+            max_length=5,
+        )
+        self.assertEqual(many.empty_pairs, (4, 5, 6, 7, 8))
+        self.assertIn(
+            "7 dropped with an empty side (pairs 4, 5, 6, 7, 8, ...), 0 longer "
+            "than max_length);",
+            many.describe(),
+        )
         self.assertAllEqual(kept_target, tf.ragged.constant([[5], [9] * 4]))
 
     def test_make_training_dataset_reports_drops_and_padding(self):
@@ -87,7 +107,8 @@ class PipelineTest(test_case.TestCase):
         self.assertBetween(stats.padding_efficiency, 0.5, 1.0)
         self.assertIn(
             f"{len(fixtures.PAIRS) + 2} pairs read, {len(fixtures.PAIRS)} kept "
-            "(1 dropped with an empty side, 1 longer than max_length)",
+            f"(1 dropped with an empty side (pair {len(fixtures.PAIRS) + 1}), 1 "
+            f"longer than max_length (pair {len(fixtures.PAIRS) + 2}))",
             stats.describe(),
         )
         self.assertIn(

@@ -160,3 +160,76 @@ class TfdsSourceTest(test_case.TestCase):
             tfds_source.load_tfds_split(
                 "wmt14_translate/de-en", "test", "en", "de", data_dir
             )
+
+    def test_damaged_prepared_data_fails_in_one_line_that_says_to_copy_it_again(self):
+        # An interrupted preparation or copy, each as TFDS would leave it:
+        # TFDS's and TensorFlow's own errors were tracebacks (a KeyError, an
+        # AssertionError, a DataLossError in the middle of reading).
+        spec = "tfds:wmt14_translate/de-en"
+        files = "wmt14_translate/de-en/1.0.0"
+
+        def damage(edit):
+            data_dir = fixtures.tempdir(self)
+            _prepare(data_dir, ["train", "validation"])
+            edit(os.path.join(data_dir, files))
+            return data_dir
+
+        def rewrite(name, cut=None, text=None):
+            def edit(folder):
+                (path,) = tf.io.gfile.glob(os.path.join(folder, name))
+                with open(path, "rb") as f:
+                    data = f.read()
+                with open(path, "wb") as f:
+                    f.write(text if text is not None else data[:cut])
+
+            return edit
+
+        def remove(pattern):
+            return lambda folder: [
+                os.remove(path)
+                for path in tf.io.gfile.glob(os.path.join(folder, pattern))
+            ]
+
+        version_only = fixtures.tempdir(self)
+        os.makedirs(os.path.join(version_only, files))
+        for label, data_dir, error, message in (
+            (
+                "empty version folder",
+                version_only,
+                FileNotFoundError,
+                "is not prepared in .* exists without the dataset_info.json",
+            ),
+            (
+                "shard missing",
+                damage(remove("*-validation.tfrecord*")),
+                FileNotFoundError,
+                r"is incomplete: 1 of the 1 files of its 'validation' split "
+                "are missing",
+            ),
+            (
+                "metadata emptied",
+                damage(rewrite("dataset_info.json", text=b"{}")),
+                ValueError,
+                "cannot be read: .*copy or prepare the dataset again",
+            ),
+            (
+                "metadata cut",
+                damage(rewrite("dataset_info.json", cut=10)),
+                ValueError,
+                "cannot be read: .*Failed to load JSON.*copy or prepare",
+            ),
+            (
+                "shard cut",
+                damage(rewrite("*-validation.tfrecord*", cut=20)),
+                ValueError,
+                "^Reading the dev split of the TFDS dataset wmt14_translate/de-en "
+                "in .* failed: truncated record at 0' failed with Read less bytes "
+                r"than requested\. Its prepared files are damaged",
+            ),
+        ):
+            with (
+                self.subTest(label),
+                self.assertRaisesRegex(error, message) as caught,
+            ):
+                sources.load_pairs(spec, "dev", "en", "de", data_dir)
+            self.assertNotIn("\n", str(caught.exception).split(" On a machine")[0])

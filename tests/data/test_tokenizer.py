@@ -110,6 +110,20 @@ class TrainSubwordVocabTest(test_case.TestCase):
                 [], 300, os.path.join(fixtures.tempdir(self), "m")
             )
 
+    def test_an_error_of_the_sentences_is_raised_as_it_is(self):
+        # Not inside sentencepiece's "INTERNAL: ..." message with its frames.
+        class DamagedCorpus(ValueError):
+            pass
+
+        def sentences():
+            yield from fixtures.sentences()[:5]
+            raise DamagedCorpus("the corpus file is damaged")
+
+        with self.assertRaisesRegex(DamagedCorpus, "^the corpus file is damaged$"):
+            tokenizer_lib.train_subword_vocab(
+                sentences(), 300, os.path.join(fixtures.tempdir(self), "m")
+            )
+
     @parameterized.named_parameters(
         ("blank", ["", "  "] * 25),
         ("longer_than_4192_bytes", ["word " * 1000] * 20),

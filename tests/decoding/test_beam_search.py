@@ -258,6 +258,29 @@ class BeamSearchTest(TestCase):
         self.assertAllEqual(result.ids, expected.ids)
         self.assertAllClose(result.scores, expected.scores)
 
+    def test_static_that_is_not_per_sentence_says_to_pass_tile_static_false(self):
+        # Transformer.initial_decoding_state's step constants hold weights
+        # and may hold None: tf.repeat failed on the None, and a weight
+        # repeated for the beams in the step's matmul.
+        def logits_fn(ids, step, state, static):
+            del step, static  # Unused.
+            return tf.one_hot(ids, 6), state
+
+        ids = tf.fill([2], BOS_ID)
+        for static, shape in (
+            ({"mask": tf.ones([2, 3]), "bias": None}, "None"),
+            ({"mask": tf.ones([2, 3]), "kernel": tf.ones([8, 8])}, r"\(8, 8\)"),
+            (tf.constant(1.0), r"\(\)"),
+        ):
+            with self.assertRaisesRegex(
+                ValueError,
+                "With tile_static=True every tensor of `static` is a "
+                r"\[B, \.\.\.\] tensor.*Pass tile_static=False.*Received: a "
+                f"static entry of shape {shape}, batch size 2$",
+            ):
+                beam_search(logits_fn, ids, {}, static, 6, 2, 3)
+            beam_search(logits_fn, ids, {}, static, 6, 2, 3, tile_static=False)
+
     @parameterized.parameters(11, 12, 13)
     def test_beam_size_one_equals_greedy(self, seed):
         # With alpha = 0 both maximise log P step by step: same choices.

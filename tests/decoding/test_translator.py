@@ -218,6 +218,20 @@ class TranslatorTest(TestCase):
             ):
                 translator.translate_ids(tf.constant([[5, bad, 9]]))
 
+    def test_paths_in_place_of_the_model_or_tokenizer_say_how_to_load_them(self):
+        model, tokenizer = tiny_model(), fixtures.tokenizer()
+        for arg, model_arg, tokenizer_arg in (
+            ("model", "run/model.keras", tokenizer),
+            ("tokenizer", model, "run/vocab.model"),
+        ):
+            with self.assertRaisesRegex(
+                TypeError,
+                f"^`{arg}` must be a loaded .*, not a str: load the model with "
+                r"keras\.saving\.load_model\(PATH\).*inference\.load_translator"
+                f"\\. Received: {arg}='run/",
+            ):
+                Translator(model_arg, tokenizer_arg)
+
     def test_batch_of_one_and_large_batch_agree(self):
         translator = tiny_translator()
         many = [fixtures.PAIRS[i % 24][0] for i in range(48)]
