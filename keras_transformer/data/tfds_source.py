@@ -88,7 +88,7 @@ def load_tfds_split(
         dataset, _, config = name.partition("/")
         configs = [c.name for c in tfds.builder_cls(dataset).BUILDER_CONFIGS]
         if not config or config in configs:
-            raise _damaged(name, data_dir, error) from error
+            raise  # TFDS's own one-line message (e.g. an unknown version).
         if not configs:
             raise ValueError(
                 f"{dataset} has no configs, so it is no translation dataset "
@@ -101,7 +101,7 @@ def load_tfds_split(
         ) from error
     except Exception as error:
         # A damaged dataset_info.json fails in TFDS's own assertions or its
-        # JSON parser.
+        # JSON parser; an unknown version fails alike.
         raise _damaged(name, data_dir, error) from error
     languages = getattr(builder.info.features, "languages", None)
     if languages is None:
@@ -199,8 +199,9 @@ def read_errors(name: str, split: str, data_dir: str | None = None):
 def _damaged(name, data_dir, error):
     reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
     return ValueError(
-        f"The TFDS dataset {name} in {data_root(data_dir)} cannot be read: "
-        f"{reason} Its metadata (dataset_info.json, features.json) may be "
-        "damaged by an interrupted preparation or copy: copy or prepare the "
+        f"The TFDS dataset {name} in {data_root(data_dir)} cannot be loaded: "
+        f"{reason} If that is not the name's fault (e.g. its version), its "
+        "metadata (dataset_info.json, features.json) is damaged, as an "
+        "interrupted preparation or copy leaves it: copy or prepare the "
         f"dataset again. Received: name={name}, data_dir={data_dir}"
     )

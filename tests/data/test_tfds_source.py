@@ -210,13 +210,13 @@ class TfdsSourceTest(test_case.TestCase):
                 "metadata emptied",
                 damage(rewrite("dataset_info.json", text=b"{}")),
                 ValueError,
-                "cannot be read: .*copy or prepare the dataset again",
+                "cannot be loaded: .*copy or prepare the dataset again",
             ),
             (
                 "metadata cut",
                 damage(rewrite("dataset_info.json", cut=10)),
                 ValueError,
-                "cannot be read: .*Failed to load JSON.*copy or prepare",
+                "cannot be loaded: .*Failed to load JSON.*copy or prepare",
             ),
             (
                 "shard cut",
@@ -233,3 +233,8 @@ class TfdsSourceTest(test_case.TestCase):
             ):
                 sources.load_pairs(spec, "dev", "en", "de", data_dir)
             self.assertNotIn("\n", str(caught.exception).split(" On a machine")[0])
+        # The same message gives TFDS's reason for a name it cannot load.
+        with self.assertRaisesRegex(
+            ValueError, "cannot be loaded: .*only: 1.0.0. If that is not the name"
+        ):
+            sources.load_pairs(f"{spec}:9.9.9", "dev", "en", "de", version_only)
