@@ -17,7 +17,7 @@ _VOCAB_REASON = (
     f"{tokens.PAD_PIECE}, {tokens.UNK_PIECE}, {tokens.BOS_PIECE}, "
     f"{tokens.EOS_PIECE}, and a vocabulary needs at least one more)"
 )
-_OPTIONAL_FIELDS = ("key_dim", "value_dim", "source_vocab_size")
+OPTIONAL_FIELDS = ("key_dim", "value_dim", "source_vocab_size")
 # Fields added after configs were first saved, with the value that a saved
 # config (or run settings) without them means: the behaviour before.
 LEGACY_VALUES = {"attention_bias": True}
@@ -147,7 +147,7 @@ class TransformerConfig:
 
     def _check_int(self, name, minimum=1, reason=""):
         """Checks an int field (None is allowed for the optional ones)."""
-        if name in _OPTIONAL_FIELDS and getattr(self, name) is None:
+        if name in OPTIONAL_FIELDS and getattr(self, name) is None:
             return
         expected = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
         self._set_number(name, int, expected + reason, lambda value: value >= minimum)

@@ -1,24 +1,26 @@
 r"""Trains a Transformer: absl flags -> `trainer.run_training`.
 
-  python train.py --preset=base --data=tfds:wmt14_translate/de-en \
-      --src_lang=en --tgt_lang=de --model_dir=runs/base \
-      --strategy=mirrored --num_gpus=8
+  python -m keras_transformer.train --preset=base \
+      --data=tfds:wmt14_translate/de-en --src_lang=en --tgt_lang=de \
+      --model_dir=runs/base --strategy=mirrored --num_gpus=8
 
-Rerun the same command after a crash to resume. On SIGTERM (a preempted VM
-or pod), training stops after the step under way, saves its backup there
-and exits with status 143: the rerun resumes from that step. So does Ctrl-C
-(status 130); a second one stops at once. `--helpfull`
-lists every flag. Any field of the model config can be overridden with
-`--override`, e.g. `--override=dropout=0.3,num_layers=4`.
+(`python train.py ...` in a checkout of the repository.) Rerun the same
+command after a crash to resume. On SIGTERM (a preempted VM or pod),
+training stops after the step under way, saves its backup there and exits
+with status 143: the rerun resumes from that step. So does Ctrl-C (status
+130); a second one stops at once. `--helpfull` lists every flag. Any field
+of the model config can be overridden with `--override`, e.g.
+`--override=dropout=0.3,num_layers=4`.
 """
 
 import dataclasses
 import math
+import sys
 
 from absl import app, flags
 
 from keras_transformer.commands import fail, stopped
-from keras_transformer.config import PRESETS, TransformerConfig
+from keras_transformer.config import OPTIONAL_FIELDS, PRESETS, TransformerConfig
 from keras_transformer.training import distribution, preemption, run_checks, trainer
 
 FLAGS = flags.FLAGS
@@ -150,7 +152,8 @@ def define_flags(flag_values=FLAGS):
         distribution.DEFAULT_WORKER_STARTUP_TIMEOUT,
         "Seconds the workers of --strategy=multi_worker wait for each other "
         "at start-up before failing with the missing ones named (Ctrl-C "
-        "ends the wait; SIGTERM does not).",
+        "ends the wait; SIGTERM does not); with --strategy=tpu, seconds a "
+        "--tpu=grpc://IP:PORT address has to accept a connection.",
         lower_bound=1,
         **fv,
     )
@@ -251,6 +254,12 @@ def parse_overrides(items: list[str]) -> dict:
     overrides = {}
     for item in items:
         name, sep, text = item.partition("=")
+        if name in overrides:
+            # Neither value may silently win over the other.
+            raise ValueError(
+                f"--override sets {name} twice; pass it once. "
+                f"Received: override={','.join(items)}"
+            )
         if name in VOCABULARY_FIELDS:
             raise ValueError(
                 "The one shared vocabulary sets the source and target "
@@ -264,12 +273,19 @@ def parse_overrides(items: list[str]) -> dict:
             )
         default = getattr(TransformerConfig.preset("tiny"), name)
         kind = type(default) if default is not None else int
+        optional = name in OPTIONAL_FIELDS
         try:
-            overrides[name] = _BOOLS[text.lower()] if kind is bool else kind(text)
+            if optional and text.lower() == "none":
+                # Derived again (d_model / num_heads), as in the base preset.
+                overrides[name] = None
+            else:
+                overrides[name] = _BOOLS[text.lower()] if kind is bool else kind(text)
         except (KeyError, ValueError):
+            article = "an" if kind.__name__[0] in "aeiou" else "a"
             raise ValueError(
-                f"--override {name} needs a {kind.__name__} value"
+                f"--override {name} needs {article} {kind.__name__} value"
                 + (" (true or false)" if kind is bool else "")
+                + (" or none (derived from d_model / num_heads)" if optional else "")
                 + f". Received: override={item!r}"
             ) from None
     return overrides
@@ -347,6 +363,10 @@ def main(argv, flag_values=FLAGS):
             jit_compile=flag_values.jit_compile,
             seed=flag_values.seed,
             data_dir=flag_values.data_dir,
+            # Redirected to a file, Keras's progress bar would write its
+            # redraws (carriage returns, backspaces) into it: a line per
+            # checkpoint interval instead.
+            verbose="auto" if sys.stdout.isatty() else 2,
         )
     except trainer.USER_ERRORS as error:
         # User errors: one line, no TensorFlow traceback.

@@ -100,6 +100,12 @@ class TrainFlagsTest(TestCase):
                 self.assertEqual(status, 1)
                 got = captured["train_steps"], captured["keep_checkpoints"]
                 self.assertEqual(got, want)
+        # Keras's progress bar on a terminal; into a file (not a terminal),
+        # a line per interval rather than the bar's redraws.
+        for isatty, verbose in ((True, "auto"), (False, 2)):
+            with mock.patch.object(train.sys.stdout, "isatty", return_value=isatty):
+                run_main("--data=demo")
+            self.assertEqual(captured["verbose"], verbose)
         # The divisibility check sees the preset's default.
         parse("--preset=big", "--steps_per_checkpoint=150000")
         with self.assertRaisesRegex(
@@ -120,8 +126,29 @@ class TrainFlagsTest(TestCase):
     def test_overrides_are_checked(self):
         with self.assertRaisesRegex(ValueError, "override='colour=red'"):
             train.parse_overrides(["colour=red"])
-        with self.assertRaisesRegex(ValueError, "needs a int value"):
+        with self.assertRaisesRegex(ValueError, "needs an int value. Received"):
             train.parse_overrides(["num_layers=many"])
+        # Set twice, neither value wins silently.
+        with self.assertRaisesRegex(
+            ValueError,
+            "^--override sets dropout twice; pass it once. "
+            "Received: override=dropout=0.2,num_layers=2,dropout=0.3$",
+        ):
+            train.parse_overrides(["dropout=0.2", "num_layers=2", "dropout=0.3"])
+        # A Table 3 row's key/value widths may be derived again.
+        self.assertEqual(
+            train.parse_overrides(["key_dim=None", "value_dim=8"]),
+            {"key_dim": None, "value_dim": 8},
+        )
+        self.assertIsNone(
+            train.config_from_flags(
+                parse("--preset=A1", "--override=key_dim=none,value_dim=none")
+            ).key_dim
+        )
+        with self.assertRaisesRegex(
+            ValueError, r"needs an int value or none \(derived from d_model"
+        ):
+            train.parse_overrides(["key_dim=wide"])
         # A bool field takes absl's spellings; a typo is not False.
         for text, value in (("true", True), ("T", True), ("0", False)):
             self.assertEqual(

@@ -5,7 +5,9 @@ import math
 import os
 import re
 import signal
+import socket
 import threading
+import time
 
 import keras
 import numpy as np
@@ -47,7 +49,9 @@ def create_strategy(
         tpu_address: the TPU of "tpu", which needs it: its name, a
             "grpc://IP:8470" address, or "local" for a TPU VM's own.
         worker_startup_timeout: with "multi_worker", the seconds every
-            worker waits for all the others to start before it fails.
+            worker waits for all the others to start before it fails; with
+            "tpu" at a "grpc://" address, the seconds it waits for the
+            address to accept a connection.
 
     Returns:
         A `tf.distribute.Strategy`.
@@ -59,7 +63,8 @@ def create_strategy(
             without a valid `TF_CONFIG`, or a `worker_startup_timeout` that
             is not a positive number.
         TimeoutError: when the workers of "multi_worker" did not all start
-            within `worker_startup_timeout`; it names the missing ones.
+            within `worker_startup_timeout` (it names the missing ones), or
+            a "grpc://" TPU address accepted no connection within it.
     """
     if name not in STRATEGIES:
         raise ValueError(
@@ -88,6 +93,14 @@ def create_strategy(
             "`tpu_address` is for strategy='tpu' only: pass strategy='tpu' "
             "(--strategy=tpu) to train on that TPU, or no tpu_address. "
             f"Received: strategy={name!r}, tpu_address={tpu_address!r}"
+        )
+    if name in ("multi_worker", "tpu") and not (
+        is_real(worker_startup_timeout) and 0 < worker_startup_timeout < math.inf
+    ):
+        raise ValueError(
+            "`worker_startup_timeout` must be a positive number of seconds "
+            "(--worker_startup_timeout), e.g. 600. "
+            f"Received: worker_startup_timeout={worker_startup_timeout!r}"
         )
     if name == "multi_worker":
         # Before anything initialises TensorFlow's runtime (even listing
@@ -122,31 +135,56 @@ def create_strategy(
     if name == "mirrored":
         chosen = devices[: num_gpus or len(devices)]
         return tf.distribute.MirroredStrategy([d.name for d in chosen])
+    _wait_for_grpc_address(tpu_address, worker_startup_timeout)
     try:
         resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu_address)
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
-    except (tf.errors.OpError, ValueError) as error:
+    except (tf.errors.OpError, ValueError, OSError) as error:
         # TensorFlow's traceback would end in e.g. "TPUs not found in the
-        # cluster" from deep inside its TPU initialisation.
+        # cluster" from deep inside its TPU initialisation; a TPU name off
+        # Google Cloud, in urllib's error from the metadata server.
         message = getattr(error, "message", str(error)).split(". ")[0]
         raise ValueError(
             f"No TPU could be set up at tpu_address (--tpu): {message}. Pass "
-            "the TPU's name or grpc://IP:8470 address, or 'local' on a TPU "
-            f"VM. Received: tpu_address={tpu_address!r}"
+            "the TPU's name (resolved through Google Cloud's metadata server, "
+            "so only on a Google Cloud VM) or grpc://IP:8470 address, or "
+            f"'local' on a TPU VM. Received: tpu_address={tpu_address!r}"
         ) from None
     return tf.distribute.TPUStrategy(resolver)
+
+
+def _wait_for_grpc_address(tpu_address, timeout):
+    """Waits up to `timeout` seconds for a TCP connection to a
+    "grpc://HOST:PORT" TPU address, and raises a TimeoutError naming it if
+    none is made. TensorFlow would wait for the address forever, deaf to
+    Ctrl-C; this wait can be interrupted. Other addresses pass."""
+    match = re.fullmatch(r"grpc://(\[[^\]]+\]|[^:/]+):(\d+)/?", tpu_address)
+    if not match:
+        return
+    host, port = match.group(1).strip("[]"), int(match.group(2))
+    deadline = time.monotonic() + timeout
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            with socket.create_connection((host, port), timeout=max(left, 0.1)):
+                return
+        except OSError as error:
+            reason = error
+        if time.monotonic() + 1 >= deadline:
+            break
+        time.sleep(1)  # Refused at once: nothing listens yet.
+    raise TimeoutError(
+        f"Nothing accepted a connection at tpu_address (--tpu) {tpu_address} "
+        f"within {timeout:g} s ({reason}). Check that the TPU is up and the "
+        "address and port (8470) are right, or raise --worker_startup_timeout. "
+        f"Received: tpu_address={tpu_address!r}"
+    )
 
 
 def _multi_worker_strategy(startup_timeout: float):
     """`MultiWorkerMirroredStrategy` whose start-up wait is bounded, and
     after which SIGTERM stops the process again."""
-    if not (is_real(startup_timeout) and 0 < startup_timeout < math.inf):
-        raise ValueError(
-            "`worker_startup_timeout` must be a positive number of seconds "
-            "(--worker_startup_timeout), e.g. 600. "
-            f"Received: worker_startup_timeout={startup_timeout!r}"
-        )
     tf_config = json.loads(os.environ["TF_CONFIG"])
     workers = tf_config["cluster"]["worker"]
     index = tf_config["task"]["index"]

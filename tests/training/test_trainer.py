@@ -3,6 +3,8 @@
 import json
 import os
 import re
+import socket
+import urllib.error
 import uuid
 import warnings
 from unittest import mock
@@ -820,6 +822,39 @@ class TrainerTest(TestCase):
             distribution.create_strategy("tpu", tpu_address="")
         with self.assertRaisesRegex(ValueError, "strategy='mirrored', tpu_address"):
             distribution.create_strategy("mirrored", tpu_address="grpc://1.2.3.4:8470")
+
+    def test_a_tpu_that_cannot_be_reached_fails_in_one_line(self):
+        # A grpc address nothing listens at: TensorFlow waited forever,
+        # deaf to Ctrl-C.
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            address = f"grpc://127.0.0.1:{probe.getsockname()[1]}"
+        with self.assertRaisesRegex(
+            TimeoutError,
+            f"^Nothing accepted a connection at tpu_address \\(--tpu\\) {address} "
+            r"within 1 s \(.*refused\).*raise --worker_startup_timeout\.",
+        ):
+            distribution.create_strategy(
+                "tpu", tpu_address=address, worker_startup_timeout=1
+            )
+        # A TPU name off Google Cloud: urllib's error from the metadata
+        # server was a traceback.
+        unknown = urllib.error.URLError(
+            socket.gaierror(-2, "Name or service not known")
+        )
+        with (
+            mock.patch.object(
+                tf.distribute.cluster_resolver,
+                "TPUClusterResolver",
+                side_effect=unknown,
+            ),
+            self.assertRaisesRegex(
+                ValueError,
+                "^No TPU could be set up at tpu_address \\(--tpu\\): <urlopen error "
+                r".*only on a Google Cloud VM.*Received: tpu_address='my-tpu'$",
+            ),
+        ):
+            distribution.create_strategy("tpu", tpu_address="my-tpu")
 
     @parameterized.parameters(
         ("{bad json", "it is not valid JSON"),
