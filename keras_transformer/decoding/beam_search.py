@@ -335,10 +335,12 @@ def _check_per_sentence(static, batch_size):
     the step's matmuls."""
     for leaf in tf.nest.flatten(static):
         shape = None if leaf is None else tf.TensorShape(getattr(leaf, "shape", ()))
-        rows = None if shape is None or shape.rank is None else 0
-        if shape is not None and shape.rank:
-            rows = shape[0]
-        if leaf is None or (None not in (rows, batch_size) and rows != batch_size):
+        if shape is None or shape.rank == 0:
+            fits = False  # Nothing to repeat per sentence.
+        else:
+            rows = shape[0] if shape.rank else None  # None: unknown rank.
+            fits = None in (rows, batch_size) or rows == batch_size
+        if not fits:
             shape = None if shape is None else tuple(shape)
             raise ValueError(
                 "With tile_static=True every tensor of `static` is a [B, ...] "
