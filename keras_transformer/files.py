@@ -37,3 +37,33 @@ def local_staging(path: str):
         local = os.path.join(folder, os.path.basename(path))
         yield local
         tf.io.gfile.copy(local, path, overwrite=True)
+
+
+@contextlib.contextmanager
+def written_aside(path: str, keep_suffix: bool = True):
+    """A path beside `path` for the block to write the file to, renamed to
+    `path` when the block ends without an error and removed when it fails:
+    a process killed or failing mid-write (a full disk) leaves the earlier
+    file, or none, never a truncated one where readers look.
+
+    Args:
+        path: the file to write, local or a URL.
+        keep_suffix: name the partial file `partial-<name>`, for writers
+            that check the suffix (Keras's `.keras`, `.weights.h5`); False
+            names it `<name>.partial`, for files that readers find by their
+            suffix (a run's one `*.model` vocabulary).
+
+    Yields:
+        The partial file's path.
+    """
+    folder, name = os.path.split(path)
+    partial = (
+        os.path.join(folder, f"partial-{name}") if keep_suffix else f"{path}.partial"
+    )
+    try:
+        yield partial
+        tf.io.gfile.rename(partial, path, overwrite=True)
+    except BaseException:
+        if tf.io.gfile.exists(partial):
+            tf.io.gfile.remove(partial)
+        raise

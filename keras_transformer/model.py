@@ -127,9 +127,9 @@ class Transformer(keras.Model):
         source_ids = keras.Input((None,), dtype="int32", name="source_ids")
         target_ids = keras.Input((None,), dtype="int32", name="target_ids")
         memory_mask = source_padding_mask(source_ids)  # [B, 1, S]
-        x = source_dropout(source_position(source_embedding(source_ids)))
+        x = _embed(source_ids, source_embedding, source_position, source_dropout)
         memory = encoder(x, padding_mask=memory_mask)  # [B, S, D]
-        y = target_dropout(target_position(target_embedding(target_ids)))
+        y = _embed(target_ids, target_embedding, target_position, target_dropout)
         y = decoder(y, memory=memory, memory_mask=memory_mask)  # [B, T, D]
         if output_projection is None:
             logits = target_embedding(y, reverse=True)
@@ -152,6 +152,8 @@ class Transformer(keras.Model):
         self.output_projection = output_projection
         self.source_position = source_position
         self.target_position = target_position
+        self.source_dropout = source_dropout
+        self.target_dropout = target_dropout
         self.source_padding_mask = source_padding_mask
         self.encoder = encoder
         self.decoder = decoder
@@ -172,10 +174,14 @@ class Transformer(keras.Model):
             `(memory [B, S, D], memory_mask bool [B, 1, S])`, plus the
             weights list when asked.
         """
-        memory_mask = layers.padding_mask(source_ids)
-        x = self.source_position(self.source_embedding(source_ids))
-        if training:
-            x = self.get_layer("source_dropout")(x, training=True)
+        memory_mask = self.source_padding_mask(source_ids)
+        x = _embed(
+            source_ids,
+            self.source_embedding,
+            self.source_position,
+            self.source_dropout,
+            training,
+        )
         outputs = self.encoder(
             x,
             padding_mask=memory_mask,
@@ -207,9 +213,13 @@ class Transformer(keras.Model):
         Returns:
             float32 logits [B, T, V] (and the weights list when asked).
         """
-        y = self.target_position(self.target_embedding(target_ids))
-        if training:
-            y = self.get_layer("target_dropout")(y, training=True)
+        y = _embed(
+            target_ids,
+            self.target_embedding,
+            self.target_position,
+            self.target_dropout,
+            training,
+        )
         outputs = self.decoder(
             y,
             memory=memory,
@@ -499,6 +509,13 @@ def _is_multi_worker(strategy) -> bool:
     extended = getattr(strategy, "extended", None)
     in_multi_worker = getattr(extended, "_in_multi_worker_mode", None)
     return bool(in_multi_worker and in_multi_worker())
+
+
+def _embed(ids, embedding, position, dropout, training=None):
+    """A side's decoder or encoder input: the token embeddings (times
+    sqrt(d_model), section 3.4) plus the positions' (section 3.5), then
+    dropout (section 5.4). `training` None: Keras's call context decides."""
+    return dropout(position(embedding(ids)), training=training)
 
 
 def _positional_layer(config, dtype, name):

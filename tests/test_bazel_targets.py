@@ -264,16 +264,18 @@ class PytestRunnerTest(TestCase):
 class ConfigureBazelTest(TestCase):
     def test_rc_overrides_repositories_and_python(self):
         rc = configure_bazel.render_rc(WORKSPACE_ROOT, Path("/usr/bin/py"))
-        config = "build:configured_by_tools_configure_bazel"
+        config = "configured_by_tools_configure_bazel"
+        # Repository overrides for every command that loads packages
+        # (`bazel query --config=offline` too), the interpreter for builds.
         self.assertIn(
-            f"{config} --override_repository=rules_cc="
+            f"common:{config} --override_repository=rules_cc="
             f"{WORKSPACE_ROOT}/third_party/bazel/rules_cc\n",
             rc,
         )
-        self.assertIn(f"{config} --python_path=/usr/bin/py\n", rc)
+        self.assertIn(f"build:{config} --python_path=/usr/bin/py\n", rc)
         # The config name is the one .bazelrc's --config=offline uses.
         bazelrc = (WORKSPACE_ROOT / ".bazelrc").read_text(encoding="utf-8")
-        self.assertIn(f"build:offline --config={config.split(':')[1]}", bazelrc)
+        self.assertIn(f"common:offline --config={config}", bazelrc)
 
     def test_relative_python_is_an_error(self):
         with self.assertRaisesRegex(

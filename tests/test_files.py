@@ -10,6 +10,11 @@ from tests.data import fixtures
 from tests.test_case import TestCase
 
 
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
 class FilesTest(TestCase):
     def test_remote_paths_are_urls(self):
         self.assertTrue(files.is_remote("gs://bucket/run"))
@@ -45,3 +50,28 @@ class FilesTest(TestCase):
                 file.write("half")
             raise OSError("disk full")
         self.assertFalse(tf.io.gfile.exists(path))
+
+    def test_written_aside_replaces_the_file_only_when_the_block_succeeds(self):
+        folder = fixtures.tempdir(self)
+        path = fixtures.write(os.path.join(folder, "model.keras"), "old")
+        with (
+            self.assertRaisesRegex(OSError, "disk full"),
+            files.written_aside(path) as partial,
+        ):
+            self.assertEqual(partial, os.path.join(folder, "partial-model.keras"))
+            fixtures.write(partial, "half")
+            raise OSError("disk full")
+        # The earlier file, and nothing beside it.
+        self.assertEqual(os.listdir(folder), ["model.keras"])
+        self.assertEqual(read(path), "old")
+        with files.written_aside(path) as partial:
+            fixtures.write(partial, "new")
+            self.assertEqual(read(path), "old")  # Until the block ends.
+        self.assertEqual(os.listdir(folder), ["model.keras"])
+        self.assertEqual(read(path), "new")
+        # Files found by their suffix get a partial name without it.
+        vocab = os.path.join(folder, "vocab.model")
+        with files.written_aside(vocab, keep_suffix=False) as partial:
+            self.assertEqual(partial, vocab + ".partial")
+            fixtures.write(partial, "pieces")
+        self.assertEqual(read(vocab), "pieces")

@@ -30,7 +30,9 @@ def render_rc(workspace: Path, python: Path) -> str:
             Python targets; it must have the project's requirements.
 
     Returns:
-        The rc file text, one `build:<config>` line per flag.
+        The rc file text, one line per flag: `common:<config>` for the
+        repository overrides (query and fetch load repositories too),
+        `build:<config>` for the interpreter.
 
     Raises:
         ValueError: if a path is relative or a stand-in repository is missing.
@@ -54,7 +56,7 @@ def render_rc(workspace: Path, python: Path) -> str:
                 f"Received: workspace={workspace}"
             )
         lines.append(
-            f"build:{CONFIG_NAME} --override_repository={repository}={directory}"
+            f"common:{CONFIG_NAME} --override_repository={repository}={directory}"
         )
     lines.append(f"build:{CONFIG_NAME} --python_path={python}")
     return "\n".join(lines) + "\n"

@@ -15,7 +15,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 from sentencepiece import sentencepiece_model_pb2
 
-from keras_transformer import tokens
+from keras_transformer import files, tokens
 from keras_transformer.data import text_files
 
 # Byte pieces <0x00>..<0xFF> that `byte_fallback` reserves.
@@ -123,12 +123,19 @@ def train_subword_vocab(
         tf.io.gfile.copy(
             local_prefix + ".vocab", model_prefix + ".vocab", overwrite=True
         )
-    # Written aside, then renamed: a `.model` file is never half written.
-    partial = model_prefix + ".model.partial"
-    with tf.io.gfile.GFile(partial, "wb") as f:
-        f.write(model.SerializeToString())
-    tf.io.gfile.rename(partial, model_prefix + ".model", overwrite=True)
-    return model_prefix + ".model"
+    path = model_prefix + ".model"
+    _write_model_file(path, model.SerializeToString())
+    return path
+
+
+def _write_model_file(path: str, model_proto: bytes) -> None:
+    # A `.model` file is never half written, and no other `*.model` file
+    # appears beside it meanwhile (an export looks for a run's one).
+    with (
+        files.written_aside(path, keep_suffix=False) as partial,
+        tf.io.gfile.GFile(partial, "wb") as f,
+    ):
+        f.write(model_proto)
 
 
 class _CountingIterator:
@@ -292,8 +299,7 @@ class SubwordTokenizer(tf.Module):
 
     def save(self, path: str) -> None:
         """Writes the sentencepiece model file, e.g. beside the model."""
-        with tf.io.gfile.GFile(path, "wb") as f:
-            f.write(self._model_proto)
+        _write_model_file(path, self._model_proto)
 
     def tokenize(self, strings):
         """Splits sentences into subword ids, without BOS or EOS.

@@ -83,16 +83,8 @@ def save_model(model, path: str):
     """`model.save(path)`, written aside and renamed into place: a process
     killed while saving leaves the earlier file, or none, not a truncated
     one."""
-    folder, name = os.path.split(path)
-    partial = os.path.join(folder, f"partial-{name}")
-    try:
+    with files.written_aside(path) as partial:
         model.save(partial)
-        tf.io.gfile.rename(partial, path, overwrite=True)
-    except BaseException:
-        # E.g. a full disk: no partial file left beside the others.
-        if tf.io.gfile.exists(partial):
-            tf.io.gfile.remove(partial)
-        raise
 
 
 def _seed_states(model) -> list:
@@ -246,9 +238,11 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
 
     def _save_model(self):
         tf.io.gfile.makedirs(self.backup_dir)
-        partial = os.path.join(self.backup_dir, "partial.weights.h5")
         # h5py writes local files: a remote backup is written locally first.
-        with files.local_staging(partial) as local:
+        with (
+            files.written_aside(self._weights_path) as partial,
+            files.local_staging(partial) as local,
+        ):
             self.model.save_weights(local, overwrite=True)
             with h5py.File(local, "a") as backup:
                 group = backup.create_group(self.RESUME_GROUP)
@@ -258,7 +252,6 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
                         group.attrs[f"{kind}/{name}"] = value
                 for index, state in enumerate(_seed_states(self.model)):
                     group[str(index)] = keras.ops.convert_to_numpy(state)
-        tf.io.gfile.rename(partial, self._weights_path, overwrite=True)
 
     def _load_model(self):
         try:

@@ -90,18 +90,42 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
             return self.call(y_true, y_pred, sample_weight, keras_mask(y_pred))
 
     def call(self, y_true, y_pred, sample_weight=None, mask=None):
-        labels = token_labels(y_true, y_pred)
-        logits = ops.cast(y_pred, "float32")
-        per_token = smoothed_token_losses(labels, logits, self.label_smoothing)
-        weights = token_weights(labels, self.pad_id, sample_weight, mask)
+        losses, weights = self.weighted_token_losses(
+            y_true, y_pred, sample_weight, mask
+        )
         if self.reduction in ("none", None):
-            return per_token * weights  # [B, T]
-        total = ops.sum(per_token * weights)
+            return losses
+        total = ops.sum(losses)
         num_tokens = ops.sum(weights)
         replica_context = tf.distribute.get_replica_context()
         if replica_context is not None and replica_context.num_replicas_in_sync > 1:
             num_tokens = replica_context.all_reduce("sum", num_tokens)
         return total / ops.maximum(num_tokens, 1.0)
+
+    def weighted_token_losses(self, y_true, y_pred, sample_weight=None, mask=None):
+        """The weighted per-token losses and the token weights, both [B, T].
+
+        The loss's one definition of which tokens count and how much: the
+        reduced loss is `sum(losses) / sum(weights)` over the global batch,
+        and the per-replica and accumulating training steps
+        (`replica_xla.py`) sum the same two tensors.
+
+        Args:
+            y_true: labels [B, T] or [B, T, 1].
+            y_pred: logits [B, T, V].
+            sample_weight: optional weights [B] or [B, T].
+            mask: optional Keras mask [B, T] of `y_pred`.
+
+        Returns:
+            `(losses, weights)`: float32 [B, T] each; `losses` is the
+            smoothed cross-entropy times `weights`, and `weights` is 0 at
+            `pad_id` and masked positions, else the sample weight (or 1).
+        """
+        labels = token_labels(y_true, y_pred)
+        logits = ops.cast(y_pred, "float32")
+        per_token = smoothed_token_losses(labels, logits, self.label_smoothing)
+        weights = token_weights(labels, self.pad_id, sample_weight, mask)
+        return per_token * weights, weights
 
     def get_config(self):
         return {

@@ -13,26 +13,21 @@ loss sum and gradients, with or without XLA, and their all-reduced update.
 
 import tensorflow as tf
 
-from keras_transformer import tokens
-from keras_transformer.training.losses import (
-    LabelSmoothedCrossEntropy,
-    smoothed_token_losses,
-    token_weights,
-)
+from keras_transformer.layers.masks import keras_mask
+from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 
 
-def _loss_sum_and_gradients(model, label_smoothing, x, y, sample_weight=None):
+def _loss_sum_and_gradients(model, loss_fn, x, y, sample_weight=None):
     """One replica's summed token loss, token count (both weighted by
-    `sample_weight` [B] or [B, T] when given), logits and gradients of the
-    (loss-scaled) sum: the part of the step compiled by XLA."""
+    `sample_weight` [B] or [B, T] when given, as `loss_fn` weights them),
+    logits and gradients of the (loss-scaled) sum: the part of the step
+    compiled by XLA."""
     with tf.GradientTape() as tape:
         logits = model(x, training=True)
-        labels = tf.cast(y, tf.int32)
-        per_token = smoothed_token_losses(
-            labels, tf.cast(logits, tf.float32), label_smoothing
+        losses, weights = loss_fn.weighted_token_losses(
+            y, logits, sample_weight, keras_mask(logits)
         )
-        weights = token_weights(labels, tokens.PAD_ID, sample_weight)
-        total = tf.reduce_sum(per_token * weights)
+        total = tf.reduce_sum(losses)
         num_tokens = tf.reduce_sum(weights)
         # float16 loss scaling scales the batch's mean, as in Keras's step:
         # the sum's float16 gradients would be num_tokens times larger, and
@@ -89,7 +84,7 @@ def loss_sum_and_gradients(model):
         )
 
     def compute(x, y, w):
-        return _loss_sum_and_gradients(model, loss_fn.label_smoothing, x, y, w)
+        return _loss_sum_and_gradients(model, loss_fn, x, y, w)
 
     if not getattr(model, "replica_jit_compile", False):
         return compute

@@ -432,7 +432,5 @@ def save_settings(model_dir: str, settings: dict) -> None:
         settings: as for `check_model_dir`.
     """
     path = os.path.join(model_dir, SETTINGS_FILE)
-    # Written aside and renamed, so it is never seen half-written.
-    with tf.io.gfile.GFile(path + ".partial", "w") as f:
+    with files.written_aside(path) as partial, tf.io.gfile.GFile(partial, "w") as f:
         f.write(json.dumps(settings, indent=2, sort_keys=True))
-    tf.io.gfile.rename(path + ".partial", path, overwrite=True)

@@ -2,11 +2,26 @@
 
 import keras
 import numpy as np
+import tensorflow as tf
 
 from keras_transformer import TransformerConfig, build_transformer
-from keras_transformer.training import trainer
+from keras_transformer.training import replica_xla, trainer
+from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from tests.test_case import TestCase
 from tests.training.test_trainer import VOCAB, global_batch
+
+
+def deterministic_tiny_config():
+    return TransformerConfig.preset(
+        "tiny",
+        vocab_size=VOCAB,
+        num_layers=1,
+        d_model=16,
+        d_ff=32,
+        num_heads=2,
+        dropout=0.0,
+        attention_dropout=0.0,
+    )
 
 
 class ReplicaXlaTest(TestCase):
@@ -14,16 +29,7 @@ class ReplicaXlaTest(TestCase):
         # The per-replica step (here on one device) weights tokens as
         # `LabelSmoothedCrossEntropy` does in Keras's own step: the same
         # update and loss, with sentence and token weights alike.
-        config = TransformerConfig.preset(
-            "tiny",
-            vocab_size=VOCAB,
-            num_layers=1,
-            d_model=16,
-            d_ff=32,
-            num_heads=2,
-            dropout=0.0,
-            attention_dropout=0.0,
-        )
+        config = deterministic_tiny_config()
         features, labels = global_batch(batch_size=6, length=7)
         keras.utils.set_random_seed(3)
         models = [build_transformer(config) for _ in range(2)]
@@ -55,3 +61,25 @@ class ReplicaXlaTest(TestCase):
             trainer.compile_for_training(unweighted, warmup_steps=10, jit_compile=False)
             loss = unweighted.evaluate(features, labels, verbose=0, return_dict=True)
             self.assertNotAllClose(loss["loss"], keras_loss)
+
+    def test_loss_sum_is_the_compiled_loss(self):
+        # The per-replica step sums what the model's loss weighs: its own
+        # pad_id, and [B, T, 1] labels as Keras's sparse losses take them.
+        config = deterministic_tiny_config()
+        keras.utils.set_random_seed(4)
+        model = build_transformer(config)
+        loss_fn = LabelSmoothedCrossEntropy(0.1, pad_id=5)
+        model.compile(optimizer=keras.optimizers.SGD(1.0), loss=loss_fn)
+        features, labels = global_batch(batch_size=4, length=6)
+        labels[:, 1] = 5  # ignored; the 0s count here
+        labels = labels[..., None]  # [B, T, 1]
+        total, num_tokens, logits, gradients = replica_xla.loss_sum_and_gradients(
+            model
+        )(features, labels, None)
+        self.assertEqual(float(num_tokens), float(np.sum(labels != 5)))
+        with tf.GradientTape() as tape:
+            expected = loss_fn(labels, model(features, training=True))
+        self.assertAllClose(total / num_tokens, expected, atol=1e-6)
+        expected_gradients = tape.gradient(expected, model.trainable_weights)
+        for got, want in zip(gradients, expected_gradients):
+            self.assertAllClose(got / num_tokens, want, atol=1e-6)
