@@ -19,6 +19,7 @@ import sys
 
 from absl import app, flags
 
+from keras_transformer import tokens
 from keras_transformer.commands import fail, stopped
 from keras_transformer.config import OPTIONAL_FIELDS, PRESETS, TransformerConfig
 from keras_transformer.training import distribution, preemption, run_checks, trainer
@@ -61,7 +62,7 @@ def define_flags(flag_values=FLAGS):
         "vocab_size",
         None,
         "Shared subword vocabulary size (default 37000 en-de, 32000 en-fr, 2000 demo).",
-        lower_bound=run_checks.MIN_VOCAB_SIZE,
+        lower_bound=tokens.MIN_VOCAB_SIZE,
         **fv,
     )
     flags.DEFINE_integer(

@@ -16,10 +16,9 @@ import tensorflow_text as tf_text
 from sentencepiece import sentencepiece_model_pb2
 
 from keras_transformer import files, tokens
+from keras_transformer.checks import is_integer
 from keras_transformer.data import text_files
 
-# Byte pieces <0x00>..<0xFF> that `byte_fallback` reserves.
-_NUM_BYTE_PIECES = 256
 _SPECIAL_PIECES = (
     tokens.PAD_PIECE,
     tokens.UNK_PIECE,
@@ -28,6 +27,19 @@ _SPECIAL_PIECES = (
 )
 # Longer training sentences are skipped (sentencepiece's default).
 _MAX_SENTENCE_BYTES = 4192
+
+
+def check_vocab_size(vocab_size) -> int:
+    """Returns `vocab_size` as an int; raises a ValueError unless it is an
+    integer of at least `tokens.MIN_VOCAB_SIZE`."""
+    if not is_integer(vocab_size) or vocab_size < tokens.MIN_VOCAB_SIZE:
+        raise ValueError(
+            f"`vocab_size` must be an integer >= {tokens.MIN_VOCAB_SIZE} "
+            f"({tokens.NUM_SPECIAL_TOKENS} special ids, {tokens.NUM_BYTE_PIECES} byte "
+            "pieces and at least one character). "
+            f"Received: vocab_size={vocab_size!r}"
+        )
+    return int(vocab_size)
 
 
 def train_subword_vocab(
@@ -71,13 +83,7 @@ def train_subword_vocab(
             sentence (all blank or longer than 4192 bytes). A vocabulary is
             never silently smaller than asked.
     """
-    minimum = len(_SPECIAL_PIECES) + _NUM_BYTE_PIECES + 1
-    if not isinstance(vocab_size, int) or vocab_size < minimum:
-        raise ValueError(
-            f"`vocab_size` must be an integer >= {minimum} (4 special ids, "
-            f"{_NUM_BYTE_PIECES} byte pieces and at least one character). "
-            f"Received: vocab_size={vocab_size}"
-        )
+    vocab_size = check_vocab_size(vocab_size)
     counted = _CountingIterator(sentences)
     spm.set_random_generator_seed(seed)
     # sentencepiece writes with C++ file APIs that know only local paths:

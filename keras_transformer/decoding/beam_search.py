@@ -353,17 +353,20 @@ def _check_per_sentence(static, batch_size):
             )
 
 
-def _check_alpha(alpha, max_length):
-    """`alpha` as a float32 tensor, checked as `Translator` checks it; a
-    tensor's value is not known here (its dtype is checked). `max_length`
-    is the longest output, or None where it is not known while tracing."""
-    if tf.is_tensor(alpha):
-        if not (alpha.dtype.is_floating or alpha.dtype.is_integer):
-            raise TypeError(
-                "`alpha` must be a number or a numeric tensor. "
-                f"Received: alpha={alpha!r}"
-            )
-        return tf.cast(alpha, tf.float32)
+def check_alpha(alpha, max_length=None) -> float:
+    """Returns the length penalty strength `alpha` (a Python number) as a
+    float.
+
+    Args:
+        alpha: the length penalty strength (paper: 0.6).
+        max_length: |Y| of the longest output the search can produce, or
+            None where it is not known (while tracing).
+
+    Raises:
+        TypeError: if `alpha` is not a number.
+        ValueError: if it is negative, not finite, or above
+            `max_alpha(max_length)`.
+    """
     if not is_real(alpha):
         raise TypeError(
             "`alpha` must be a number (the length penalty strength, paper: "
@@ -376,7 +379,20 @@ def _check_alpha(alpha, max_length):
         )
     if max_length is not None:
         check_alpha_bound(alpha, max_length)
-    return tf.constant(alpha, tf.float32)
+    return float(alpha)
+
+
+def _check_alpha(alpha, max_length):
+    """`alpha` as a float32 tensor, checked as `check_alpha` checks it; a
+    tensor's value is not known here (its dtype is checked)."""
+    if tf.is_tensor(alpha):
+        if not (alpha.dtype.is_floating or alpha.dtype.is_integer):
+            raise TypeError(
+                "`alpha` must be a number or a numeric tensor. "
+                f"Received: alpha={alpha!r}"
+            )
+        return tf.cast(alpha, tf.float32)
+    return tf.constant(check_alpha(alpha, max_length), tf.float32)
 
 
 def _check_sizes(vocab_size, beam_size, num_return):

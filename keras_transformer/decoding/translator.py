@@ -5,22 +5,20 @@ returned, K beam.
 """
 
 import functools
-import math
 import re
 
 import tensorflow as tf
 from absl import logging
 
-from keras_transformer.checks import is_integer, is_real
+from keras_transformer.checks import check_positive_int, is_integer
 from keras_transformer.decoding.beam_search import (
     ALPHA_TOO_LARGE,
     BeamSearchResult,
     beam_search,
-    check_alpha_bound,
+    check_alpha,
     decode_limits,
     max_alpha,
 )
-from keras_transformer.layers.checks import check_positive_int
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 
 # The paper's decoding defaults (section 6.1).
@@ -154,7 +152,8 @@ class Translator(tf.Module):
         name: name of the module.
 
     Raises:
-        TypeError: if `model` or `tokenizer` is not one (a path, say).
+        TypeError: if `model` or `tokenizer` is not one (a path, say), or
+            `alpha` is not a number.
         ValueError: if the tokenizer and the model disagree on the
             vocabulary size, or a setting is out of range.
 
@@ -220,13 +219,8 @@ class Translator(tf.Module):
                 "takes the top K of the V next tokens. Lower `beam_size`. "
                 f"Received: beam_size={beam_size}, vocab_size={config.vocab_size}"
             )
-        if not is_real(alpha) or not math.isfinite(alpha) or alpha < 0:
-            raise ValueError(
-                "`alpha` must be a non-negative number (paper: 0.6). "
-                f"Received: alpha={alpha!r}"
-            )
         # No output is longer than max_length: limits saturate at it.
-        check_alpha_bound(alpha, config.max_length)
+        alpha = check_alpha(alpha, config.max_length)
         if not is_integer(length_offset) or length_offset < 0:
             raise ValueError(
                 "`length_offset` must be a non-negative integer. "

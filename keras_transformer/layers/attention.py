@@ -8,12 +8,10 @@ import keras
 import tensorflow as tf
 from keras import ops
 
+from keras_transformer.checks import check_bool, check_positive_int, check_rate
 from keras_transformer.layers import masks
 from keras_transformer.layers.checks import (
-    check_bool,
     check_built,
-    check_positive_int,
-    check_rate,
     check_sentence_mask,
     check_sequence_shape,
     check_static_dim,

@@ -8,7 +8,7 @@ import math
 import keras
 from keras import ops
 
-from keras_transformer.layers.checks import check_positive_int
+from keras_transformer.checks import check_positive_int
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -6,16 +6,15 @@ Shape legend: B batch, S source length, D d_model, N heads.
 import keras
 from keras import ops
 
-from keras_transformer.layers import masks
-from keras_transformer.layers.attention import MultiHeadAttention
-from keras_transformer.layers.checks import (
+from keras_transformer.checks import (
     check_bool,
     check_positive_int,
     check_positive_number,
     check_rate,
-    check_sentence_mask,
-    check_sequence_shape,
 )
+from keras_transformer.layers import masks
+from keras_transformer.layers.attention import MultiHeadAttention
+from keras_transformer.layers.checks import check_sentence_mask, check_sequence_shape
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
 from keras_transformer.layers.residual import ResidualConnection
 

@@ -6,7 +6,8 @@ Shape legend: B batch, T length, D d_model, F d_ff.
 import keras
 from keras import ops
 
-from keras_transformer.layers.checks import check_built, check_positive_int, check_rate
+from keras_transformer.checks import check_positive_int, check_rate
+from keras_transformer.layers.checks import check_built
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.initializers import initializer_copy
 from keras_transformer.layers.projection import (

@@ -8,7 +8,7 @@ import keras
 from keras import ops
 
 from keras_transformer import tokens
-from keras_transformer.layers.checks import check_pad_id
+from keras_transformer.checks import check_pad_id
 
 
 def padding_mask(ids, pad_id=tokens.PAD_ID):

@@ -9,12 +9,12 @@ import keras
 import tensorflow as tf
 from keras import ops
 
-from keras_transformer.checks import is_integer
-from keras_transformer.layers.checks import (
+from keras_transformer.checks import (
     check_positive_int,
     check_positive_number,
-    check_sequence_shape,
+    is_integer,
 )
+from keras_transformer.layers.checks import check_sequence_shape
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

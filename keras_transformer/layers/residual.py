@@ -5,7 +5,7 @@ Shape legend: B batch, T length, D d_model.
 
 import keras
 
-from keras_transformer.layers.checks import check_positive_number, check_rate
+from keras_transformer.checks import check_positive_number, check_rate
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.layer_norm import LayerNormalization
 

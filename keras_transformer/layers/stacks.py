@@ -5,7 +5,8 @@ Shape legend: B batch, S source length, T target length, D d_model.
 
 import keras
 
-from keras_transformer.layers.checks import check_built, check_positive_int
+from keras_transformer.checks import check_positive_int
+from keras_transformer.layers.checks import check_built
 from keras_transformer.layers.decoder_layer import TransformerDecoderLayer
 from keras_transformer.layers.encoder_layer import (
     TransformerEncoderLayer,

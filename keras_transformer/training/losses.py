@@ -8,8 +8,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_transformer import tokens
-from keras_transformer.checks import is_real
-from keras_transformer.layers.checks import check_pad_id
+from keras_transformer.checks import check_pad_id, is_real
 from keras_transformer.layers.masks import keras_mask
 
 

@@ -8,7 +8,7 @@ import tensorflow as tf
 from keras import ops
 
 from keras_transformer import tokens
-from keras_transformer.layers.checks import check_pad_id
+from keras_transformer.checks import check_pad_id
 from keras_transformer.layers.masks import keras_mask
 from keras_transformer.training.losses import token_labels, token_weights
 

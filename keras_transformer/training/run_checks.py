@@ -13,10 +13,6 @@ from absl import logging
 from keras_transformer import files
 from keras_transformer.checks import is_integer, is_real
 
-# The smallest vocabulary `tokenizer.train_subword_vocab` accepts: 4 special
-# ids, sentencepiece's 256 byte-fallback pieces and one character (a text
-# needs one piece per character it covers on top).
-MIN_VOCAB_SIZE = 4 + 256 + 1
 SETTINGS_FILE = "settings.json"
 # Locked (`fcntl.flock`) by the process training in the directory.
 LOCK_FILE = "training.lock"

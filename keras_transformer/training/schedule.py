@@ -1,11 +1,9 @@
 """The learning-rate schedule of section 5.3."""
 
-import math
-
 import keras
 from keras import ops
 
-from keras_transformer.checks import is_integer, is_real
+from keras_transformer.checks import check_positive_int, check_positive_number
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -35,21 +33,12 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def __init__(self, d_model, warmup_steps=4000, scale=1.0):
         super().__init__()
-        for name, value in (("d_model", d_model), ("warmup_steps", warmup_steps)):
-            # numpy integers pass (e.g. a config read with numpy); bools do not.
-            if not is_integer(value) or value < 1:
-                raise ValueError(
-                    f"`{name}` must be a positive integer. Received: {name}={value!r}"
-                )
-        # A NaN or infinite factor would make every update NaN, silently.
-        if not is_real(scale) or not math.isfinite(scale) or scale <= 0:
-            raise ValueError(
-                f"`scale` must be a finite positive number. Received: scale={scale!r}"
-            )
-        # Python numbers, so that `get_config` stays JSON-serializable.
-        self.d_model = int(d_model)
-        self.warmup_steps = int(warmup_steps)
-        self.scale = float(scale)
+        # Stored as Python numbers, so that `get_config` stays JSON-
+        # serializable; bools fail, and so does a NaN or infinite `scale`,
+        # which would make every update NaN, silently.
+        self.d_model = check_positive_int("d_model", d_model)
+        self.warmup_steps = check_positive_int("warmup_steps", warmup_steps)
+        self.scale = check_positive_number("scale", scale)
 
     def __call__(self, step):
         """The rate of the update made after `step` updates (the paper's

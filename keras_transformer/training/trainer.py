@@ -28,8 +28,8 @@ from absl import logging
 
 from keras_transformer import config as config_lib
 from keras_transformer import files, serving
+from keras_transformer.checks import check_positive_int
 from keras_transformer.config import TransformerConfig
-from keras_transformer.layers.checks import check_positive_int
 from keras_transformer.model import build_transformer
 from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training import distribution, run_checks
@@ -196,7 +196,7 @@ def run_training(
             one batch of `gradient_accumulation_steps * batch_tokens`.
         vocab_size: subword vocabulary size when it must be learned
             (default: the paper's for the pair, 2000 for the demo corpus;
-            at least `MIN_VOCAB_SIZE`); a resumed run's vocabulary must
+            at least `tokens.MIN_VOCAB_SIZE`); a resumed run's vocabulary must
             have this size.
         learning_rate_scale: factor on the paper's learning rate (Eq. 3).
         steps_per_checkpoint: steps between checkpoints, logs and BLEU
@@ -271,12 +271,8 @@ def run_training(
 
         # Dev BLEU would otherwise fail only at its first evaluation.
         evaluation.check_target_language(tgt_lang)
-    if vocab_size is not None and vocab_size < run_checks.MIN_VOCAB_SIZE:
-        raise ValueError(
-            f"`vocab_size` must be at least {run_checks.MIN_VOCAB_SIZE} (4 special ids, "
-            "256 byte pieces and one character). "
-            f"Received: vocab_size={vocab_size}"
-        )
+    if vocab_size is not None:
+        tokenizer_lib.check_vocab_size(vocab_size)
     if config.source_vocab_size is not None:
         raise ValueError(
             "The one shared vocabulary (vocab.model) sets the source and "

@@ -401,10 +401,12 @@ class TranslatorTest(TestCase):
             ({"parallel_searches": 0}, "Received: parallel_searches=0"),
             ({"parallel_searches": True}, "Received: parallel_searches=True"),
             ({"beam_size": True}, "Received: beam_size=True"),
-            ({"alpha": "0.6"}, "Received: alpha='0.6'"),
         ):
             with self.assertRaisesRegex(ValueError, re.escape(message)):
                 Translator(model, tokenizer, **kwargs)
+        # As beam_search says it.
+        with self.assertRaisesRegex(TypeError, "number .* Received: alpha='0.6'"):
+            Translator(model, tokenizer, alpha="0.6")
         # numpy integers (e.g. from a sweep) are integers.
         translator = Translator(
             model,

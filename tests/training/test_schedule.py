@@ -71,7 +71,7 @@ class TransformerScheduleTest(TestCase):
             with (
                 self.subTest(scale=scale),
                 self.assertRaisesRegex(
-                    ValueError, f"finite positive number. Received: scale={scale!r}"
+                    ValueError, f"positive finite number. Received: scale={scale!r}"
                 ),
             ):
                 TransformerSchedule(512, 10, scale=scale)

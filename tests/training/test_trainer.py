@@ -20,6 +20,7 @@ from keras_transformer import (
     build_transformer,
     export_model,
     inference,
+    tokens,
 )
 from keras_transformer import config as config_lib
 from keras_transformer.data import tfds_source
@@ -455,8 +456,8 @@ class TrainerTest(TestCase):
         fixtures.write(a_file, "")
         for overrides, message in (
             (
-                {"vocab_size": run_checks.MIN_VOCAB_SIZE - 1},
-                f"at least {run_checks.MIN_VOCAB_SIZE}.*vocab_size=260",
+                {"vocab_size": tokens.MIN_VOCAB_SIZE - 1},
+                f">= {tokens.MIN_VOCAB_SIZE} .*vocab_size=260",
             ),
             (
                 {"config": tiny_config(source_vocab_size=VOCAB)},
@@ -653,9 +654,7 @@ class TrainerTest(TestCase):
         folder = fixtures.tempdir(self)
         # The rest is the text's: one piece per character it covers.
         with self.assertRaisesRegex(ValueError, "needs at least"):
-            self.run_training(
-                folder, train_steps=2, vocab_size=run_checks.MIN_VOCAB_SIZE
-            )
+            self.run_training(folder, train_steps=2, vocab_size=tokens.MIN_VOCAB_SIZE)
         # The run failed before training: a rerun may change any setting.
         settings = os.path.join(folder, "run", run_checks.SETTINGS_FILE)
         self.assertFalse(os.path.exists(settings))
