@@ -116,6 +116,14 @@ class EvaluationTest(TestCase):
             "Ein E ##AT##-##AT## Mail ##AT##-##AT## Konto .",
         )
 
+    def test_tokenized_bleu_is_case_sensitive(self):
+        # As multi-bleu.perl without -lc: a lower-cased hypothesis is wrong.
+        hypotheses, references = ["das haus ist klein ."], ["Das Haus ist klein ."]
+        self.assertAllClose(
+            evaluation.tokenized_bleu(references, references, "de"), 100
+        )
+        self.assertLess(evaluation.tokenized_bleu(hypotheses, references, "de"), 100)
+
     def test_french_tokenized_bleu_is_multi_bleu_on_moses_tokens(self):
         # multi-bleu.perl on `tokenizer.perl -l fr` output (checked against
         # the script): "C' est-à-dire qu' il arrive hier ." against

@@ -775,6 +775,18 @@ class TopKTest(TestCase):
         self.assertAllEqual(got_values, want_values)
         self.assertAllEqual(got_ids, want_ids)
 
+    def test_ties_at_the_kth_value_go_to_the_lower_index_across_blocks(self):
+        # The k-th value ties between a block with a larger maximum and an
+        # earlier block: tf.math.top_k takes the earlier column.
+        from keras_transformer.decoding.beam_search import top_k
+
+        values = np.zeros((1, 1024), "float32")
+        values[0, 160] = 5.0
+        values[0, [48, 170]] = 1.0
+        got_values, got_ids = top_k(tf.constant(values), 2)
+        self.assertAllEqual(got_ids, [[160, 48]])
+        self.assertAllEqual(got_values, [[5.0, 1.0]])
+
     @parameterized.parameters((8, 32000), (8, 4097), (3, 50))
     def test_top_log_probs_equal_log_softmax(self, k, width):
         from keras_transformer.decoding.beam_search import NEG_INF, top_log_probs

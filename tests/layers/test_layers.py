@@ -82,6 +82,22 @@ class ResidualConnectionTest(TestCase):
         self.assertAllClose(normed.mean(-1), np.zeros((2, 3)), atol=1e-5)
         self.assertAllClose(layer(x, x).numpy(), 2 * x)
 
+    @parameterized.parameters("post", "pre")
+    def test_dropout_drops_the_sublayer_output_in_training_only(self, norm_position):
+        # Residual dropout (section 5.4): on the sublayer's output, before
+        # the sum; the residual itself is never dropped.
+        layer = layers.ResidualConnection(dropout=0.5, norm_position=norm_position)
+        x = np.random.default_rng(1).normal(size=(2, 3, 8)).astype("float32")
+        y = np.random.default_rng(2).normal(size=(2, 3, 8)).astype("float32")
+        plain = layers.ResidualConnection(dropout=0.0, norm_position=norm_position)
+        self.assertAllClose(layer(x, y, training=False), plain(x, y))
+        outputs = layer(x, y, training=True)
+        self.assertNotAllClose(outputs, plain(x, y))
+        if norm_position == "pre":  # x + dropout(y): each unit 0 or 2 y
+            kept = np.isclose(outputs - x, 2 * y, atol=1e-6)
+            self.assertTrue(np.all(kept | np.isclose(outputs, x, atol=1e-6)))
+            self.assertTrue(0 < kept.mean() < 1)
+
     def test_bad_position(self):
         with self.assertRaisesRegex(ValueError, "norm_position='middle'"):
             layers.ResidualConnection(0.1, norm_position="middle")
@@ -176,6 +192,13 @@ class ScaledEmbeddingTest(TestCase):
             layer(hidden, reverse=True, transposed_embeddings=transposed).numpy(),
             logits,
         )
+
+    def test_default_initializer_gives_unit_variance_after_scaling(self):
+        # N(0, d_model^-1/2), so that times sqrt(d_model) the embeddings
+        # are of the positional encodings' scale (section 3.4).
+        layer = layers.ScaledEmbedding(1000, 256)
+        layer.build()
+        self.assertAllClose(np.std(layer.embeddings.numpy()), 256**-0.5, rtol=0.02)
 
     def test_bad_sizes(self):
         with self.assertRaisesRegex(ValueError, "vocab_size=0"):
@@ -281,6 +304,58 @@ class StackTest(TestCase):
             revived = self.assert_serialization_round_trip(stack)
             self.assertLen(revived.sublayers, 2)
             self.assertIsNotNone(revived.final_norm)
+
+    @parameterized.parameters("post", "pre")
+    def test_stacks_end_normalised(self, norm_position):
+        # Post-norm's last residual normalises; pre-norm stacks apply their
+        # final layer norm (its gain 1 and bias 0 before training).
+        x = np.random.default_rng(4).normal(3.0, 5.0, size=(2, 5, 8))
+        memory = np.random.default_rng(5).normal(size=(2, 4, 8))
+        for stack, kwargs in (
+            (layers.TransformerEncoder, {}),
+            (layers.TransformerDecoder, {"memory": memory.astype("float32")}),
+        ):
+            layer = stack(
+                num_layers=2, num_heads=2, d_ff=16, norm_position=norm_position
+            )
+            outputs = np.asarray(layer(x.astype("float32"), **kwargs))
+            self.assertAllClose(outputs.mean(-1), np.zeros((2, 5)), atol=1e-5)
+            self.assertAllClose(outputs.std(-1), np.ones((2, 5)), atol=1e-3)
+
+    @parameterized.product(decoder=(False, True), norm_position=("post", "pre"))
+    def test_layers_compose_their_sublayers_as_the_paper(self, decoder, norm_position):
+        # Section 3.1: LayerNorm(x + Sublayer(x)) after each sublayer
+        # (post), or x + Sublayer(LayerNorm(x)) (pre); the decoder's
+        # sublayers are causal self-attention, cross-attention over the
+        # memory and the feed-forward network.
+        rng = np.random.default_rng(6)
+        x = rng.normal(size=(2, 5, 8)).astype("float32")
+        memory = rng.normal(size=(2, 4, 8)).astype("float32")
+        kwargs = dict(num_heads=2, d_ff=16, dropout=0.0, norm_position=norm_position)
+        if decoder:
+            layer = layers.TransformerDecoderLayer(**kwargs)
+            outputs = layer(x, memory=memory)
+            sublayers = [
+                lambda q: layer.self_attention(q, use_causal_mask=True),
+                lambda q: layer.cross_attention(q, memory=memory),
+                layer.feed_forward,
+            ]
+        else:
+            layer = layers.TransformerEncoderLayer(**kwargs)
+            outputs = layer(x)
+            sublayers = [layer.self_attention, layer.feed_forward]
+
+        def norm(v):
+            centred = v - v.mean(-1, keepdims=True)
+            return centred / np.sqrt(v.var(-1, keepdims=True) + 1e-6)
+
+        h = x
+        for sublayer in sublayers:
+            if norm_position == "post":
+                h = norm(h + np.asarray(sublayer(h)))
+            else:
+                h = h + np.asarray(sublayer(norm(h)))
+        self.assertAllClose(outputs, h, atol=1e-5)
 
     def test_layer_config_round_trips(self):
         for cls in (
@@ -515,6 +590,17 @@ class KerasMaskTest(TestCase):
             warnings.simplefilter("error")
             outputs = decoder(target, memory=memory)
         self.assertAllEqual(outputs._keras_mask, target._keras_mask)
+
+    def test_a_targets_mask_adds_to_the_causal_mask(self):
+        # Both masks hold (AND): a target without padding gives the causal
+        # decoder's output, and no position sees a later one.
+        target = tf.constant(self.target)
+        target._keras_mask = tf.ones((2, 3), tf.bool)
+        memory = self.embedding(self.source)
+        decoder = layers.TransformerDecoderLayer(num_heads=2, d_ff=16)
+        outputs, weights = decoder(target, memory=memory, return_attention_weights=True)
+        self.assertAllClose(outputs, decoder(tf.identity(target), memory=memory))
+        self.assertAllEqual(np.triu(weights["self"], k=1), np.zeros((2, 2, 3, 3)))
 
     def test_functional_model_with_a_masking_embedding(self):
         source = keras.Input((None,), dtype="int32")
@@ -868,3 +954,57 @@ class SymbolicCallTest(TestCase):
         model = keras.Model(inputs, encoder(inputs, return_attention_weights=True))
         x = np.random.default_rng(2).normal(size=(2, 3, 16)).astype("float32")
         self.assertAllClose(model(x), encoder(x, return_attention_weights=True))
+
+
+class ConfigTest(TestCase):
+    """Every constructor argument is in the config and survives a round
+    trip (comparing a revived layer's config with the original's cannot
+    see an argument that neither holds)."""
+
+    @parameterized.named_parameters(
+        ("dense", layers.Dense, {"units": 4}, {
+            "use_bias": False, "activation": "relu", "kernel_initializer": "zeros"
+        }),
+        ("dropout", layers.Dropout, {"rate": 0.1}, {"seed": 3}),
+        ("layer_norm", layers.LayerNormalization, {}, {"epsilon": 1e-6}),
+        ("learned_positions", layers.LearnedPositionalEmbedding, {"max_length": 8}, {
+            "initializer": "zeros"
+        }),
+        ("attention", layers.MultiHeadAttention, {"num_heads": 2, "key_dim": 4}, {
+            "value_dim": 3, "output_dim": 6, "dropout": 0.1, "use_bias": False,
+            "kernel_initializer": "zeros", "bias_initializer": "ones",
+        }),
+        ("padding_mask", layers.PaddingMask, {}, {"pad_id": 5}),
+        ("feed_forward", layers.PositionwiseFeedForward, {"d_ff": 8}, {
+            "activation": "gelu", "activation_dropout": 0.1,
+            "kernel_initializer": "zeros",
+        }),
+        ("residual", layers.ResidualConnection, {"dropout": 0.1}, {
+            "norm_position": "pre", "epsilon": 1e-3
+        }),
+        ("embedding", layers.ScaledEmbedding, {"vocab_size": 10, "d_model": 4}, {
+            "embeddings_initializer": "zeros", "mask_zero": True
+        }),
+        ("sinusoids", layers.SinusoidalPositionalEncoding, {}, {"max_wavelength": 500.0}),
+        *(
+            (cls.__name__, cls, {"num_heads": 2, "d_ff": 8, **stack}, {
+                "key_dim": 3, "value_dim": 5, "dropout": 0.2,
+                "attention_dropout": 0.1, "norm_position": "pre",
+                "layer_norm_epsilon": 1e-3, "attention_bias": True,
+            })
+            for cls, stack in (
+                (layers.TransformerEncoderLayer, {}),
+                (layers.TransformerDecoderLayer, {}),
+                (layers.TransformerEncoder, {"num_layers": 3}),
+                (layers.TransformerDecoder, {"num_layers": 3}),
+            )
+        ),
+    )  # fmt: skip
+    def test_every_argument_is_kept(self, cls, required, optional):
+        default = cls(**required).get_config()
+        revived = self.assert_serialization_round_trip(cls(**required, **optional))
+        config = revived.get_config()
+        for name in {**required, **optional}:
+            self.assertIn(name, config)
+        for name in optional:
+            self.assertNotEqual(config[name], default[name], name)

@@ -32,6 +32,14 @@ class SinusoidalPositionalEncodingTest(TestCase):
         step = layer(np.zeros((1, 1, 8), "float32"), start_index=7).numpy()
         self.assertAllClose(step[0, 0], full[0, 7])
 
+    def test_max_wavelength_sets_the_table(self):
+        layer = layers.SinusoidalPositionalEncoding(max_wavelength=500.0)
+        outputs = layer(np.zeros((1, 20, 8), "float32"))[0]
+        self.assertAllClose(
+            outputs, layers.sinusoidal_encoding(20, 8, max_wavelength=500.0)
+        )
+        self.assertNotAllClose(outputs, layers.sinusoidal_encoding(20, 8))
+
     def test_odd_width_is_rejected(self):
         with self.assertRaisesRegex(ValueError, "d_model=7"):
             layers.sinusoidal_encoding(4, 7)

@@ -90,6 +90,18 @@ class AveragingTest(TestCase):
                 averaging.check_output(os.path.join(folder, output), folder)
         averaging.check_output(os.path.join(folder, "averaged.keras"), folder)
 
+    def test_checkpoints_of_other_configs_are_refused(self):
+        folder = fixtures.tempdir(self)
+        write_checkpoints(folder, [1])
+        # Of the same shapes: averaging them would not fail by itself.
+        other = build_transformer(tiny_config(dropout=0.3))
+        other.save(os.path.join(folder, "other.keras"))
+        with self.assertRaisesRegex(ValueError, "must share one model config"):
+            averaging.average_models(
+                [checkpoint_path(os.path.join(folder, "checkpoints"), 1)]
+                + [os.path.join(folder, "other.keras")]
+            )
+
     def test_failed_save_is_one_line_and_leaves_no_partial_file(self):
         folder = fixtures.tempdir(self)
         write_checkpoints(folder, [1])

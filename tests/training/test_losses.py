@@ -205,6 +205,13 @@ class LabelSmoothedCrossEntropyTest(TestCase):
                     make(pad_id=value)
         self.assertEqual(Perplexity(pad_id=np.int64(5)).get_config()["pad_id"], 5)
 
+    def test_pad_id_is_the_id_ignored(self):
+        labels = np.where(self.labels == 0, 5, self.labels)  # 5 pads here
+        loss = LabelSmoothedCrossEntropy(0.1, pad_id=5)(labels, self.logits)
+        self.assertAllClose(
+            loss, reference_loss(labels, self.logits, 0.1, pad_id=5), atol=1e-6
+        )
+
     def test_config_round_trip(self):
         for loss in (
             LabelSmoothedCrossEntropy(0.2),
