@@ -24,7 +24,10 @@ setuptools.setup(
     packages=setuptools.find_packages(include=["keras_transformer*"]),
     install_requires=[
         "tensorflow>=2.21,<2.22",
-        "keras>=3.15,<4",
+        # One minor release: the model's step and the training backup use
+        # Keras internals (`Model._loss_tracker`, `_symbolic_build`,
+        # `BackupAndRestore._save_model`) that a minor release may change.
+        "keras>=3.15,<3.16",
         "tensorflow-text>=2.21,<2.22",
         "tensorflow-datasets>=4.9,<5",
         "sentencepiece>=0.2,<0.3",

@@ -28,7 +28,10 @@ class TransformerEncoderLayer(keras.layers.Layer):
         num_heads: h.
         d_ff: inner width of the feed-forward network.
         key_dim: d_k per head. Defaults to d_model / h.
-        value_dim: d_v per head. Defaults to `key_dim`.
+        value_dim: d_v per head. Defaults to `key_dim`, as in
+            `keras.layers.MultiHeadAttention` (`TransformerConfig` instead
+            keeps d_v at d_model / h when only `key_dim` is set, as Table
+            3's row B does; `build_transformer` passes both).
         dropout: P_drop on each sublayer output.
         attention_dropout: dropout on the attention weights.
         norm_position: "post" (paper) or "pre".
