@@ -1,7 +1,6 @@
 """What the command-line tools share: errors, progress, the threads flag,
 the check that an output file is not an input."""
 
-import os
 import sys
 
 from absl import flags
@@ -18,15 +17,6 @@ def stopped(command: str, preempted) -> int:
     as one line; the exit status of a process the signal ended."""
     print(f"{command}: {preempted}", file=sys.stderr)
     return preempted.exit_status
-
-
-def same_file(path: str, other: str) -> bool:
-    """Whether two paths name one file (through symbolic or hard links)."""
-    if os.path.realpath(path) == os.path.realpath(other):
-        return True
-    return (
-        os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other)
-    )
 
 
 def progress_printer(stream=sys.stderr):

@@ -23,11 +23,11 @@ import sys
 
 from absl import app, flags
 
+from keras_transformer import files
 from keras_transformer.commands import (
     define_threads_flag,
     fail,
     progress_printer,
-    same_file,
 )
 from keras_transformer.data.text_files import read_sentences
 from keras_transformer.training import run_checks
@@ -273,7 +273,7 @@ def _check_output(flag_values, src_lang: str, tgt_lang: str) -> None:
     inputs += _run_files(flag_values.model)
     inputs += _run_corpus_files(flag_values.model)
     for name, path, what in inputs:
-        if path and same_file(output, path):
+        if path and files.same_file(output, path):
             raise ValueError(
                 "`--output` must not be an input file: writing it would "
                 f"overwrite the {what}; choose another path. "

@@ -23,7 +23,7 @@ import os
 import tensorflow as tf
 from absl import app, flags
 
-from keras_transformer import inference, serving
+from keras_transformer import files, inference, serving
 from keras_transformer.commands import fail
 from keras_transformer.data import text_files
 from keras_transformer.data.tokenizer import SubwordTokenizer
@@ -161,13 +161,13 @@ def _check_inputs_outside(path, inputs):
     Raises:
         ValueError: if an input is `path` or inside it.
     """
-    if "://" in path:
+    if files.is_remote(path):
         return
     version = os.path.realpath(path)
     for name in inputs:
-        if name and "://" not in name:
+        if name and not files.is_remote(name):
             real = os.path.realpath(name)
-            if real == version or real.startswith(version + os.sep):
+            if os.path.commonpath([real, version]) == version:
                 raise ValueError(
                     "--overwrite would delete an input of the export, which is "
                     "inside the version directory it replaces; choose another "

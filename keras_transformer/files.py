@@ -21,6 +21,16 @@ def absolute(path: str) -> str:
     return path if is_remote(path) else os.path.abspath(path)
 
 
+def same_file(path: str, other: str) -> bool:
+    """Whether two local paths name one file (through symbolic or hard
+    links)."""
+    if os.path.realpath(path) == os.path.realpath(other):
+        return True
+    return (
+        os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other)
+    )
+
+
 @contextlib.contextmanager
 def local_staging(path: str):
     """A local path for the block to write `path` through: `path` itself if

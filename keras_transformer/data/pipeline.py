@@ -177,6 +177,15 @@ class TrainingBatches:
     Attributes:
         examples: the kept pairs, as token ids.
         stats: the `DataStats` of the split.
+        batch_tokens: tokens per batch and side (the global budget with a
+            `strategy`).
+        batch_kwargs: the other arguments of `batching.token_batches`
+            (`max_length`, `shuffle`, `seed`, `deterministic`).
+        repeat: whether the batches repeat forever.
+        strategy: the `tf.distribute` strategy whose replicas take the
+            batches, or None.
+        batches_per_step: batches per training step (gradient
+            accumulation), grouped by `batching.group_batches` when above 1.
     """
 
     examples: batching.PairsInMemory
@@ -433,7 +442,7 @@ def load_or_train_tokenizer(
         src_lang: source language code.
         tgt_lang: target language code.
         vocab_size: pieces to learn; defaults to the paper's size for the
-            pair (`sources.default_vocab_size`).
+            pair, or the demo corpus's (`sources.default_vocab_size`).
         data_dir: TFDS data directory (for "tfds" specs).
         relearn_if_changed: whether a vocabulary whose train files changed,
             or whose size is not a given `vocab_size`, is learned again
@@ -499,7 +508,7 @@ def load_or_train_tokenizer(
             f"PREFIX.model and PREFIX.vocab). Received: model_path={model_path}"
         )
     if vocab_size is None:
-        vocab_size = sources.default_vocab_size(src_lang, tgt_lang)
+        vocab_size = sources.default_vocab_size(src_lang, tgt_lang, spec)
     pairs = sources.load_split(spec, "train", src_lang, tgt_lang, data_dir)
 
     def side(index):

@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import tensorflow as tf
 
-from keras_transformer.decoding.beam_search import (
+from keras_transformer.decoding.loop import (
     decode_limits,
     decoding_loop,
     keep_shapes,

@@ -16,9 +16,9 @@ from keras_transformer.decoding.beam_search import (
     BeamSearchResult,
     beam_search,
     check_alpha,
-    decode_limits,
     max_alpha,
 )
+from keras_transformer.decoding.loop import decode_limits
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 
 # The paper's decoding defaults (section 6.1).

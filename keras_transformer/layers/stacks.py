@@ -61,6 +61,9 @@ class _Stack(keras.layers.Layer):
         self.layer_arguments = {
             name: getattr(self.sublayers[0], name) for name in self.layer_arguments
         }
+        # Read as the layers' own: `encoder.num_heads`, `encoder.dropout`.
+        for name, value in self.layer_arguments.items():
+            setattr(self, name, value)
         # Pre-norm leaves the last residual sum unnormalised.
         self.final_norm = None
         if norm_position == "pre":

@@ -6,7 +6,6 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import files
-from keras_transformer.commands import same_file
 from keras_transformer.model import Transformer
 from keras_transformer.serving import MODEL_FILE, load_model
 from keras_transformer.training.callbacks import CHECKPOINT_DIR, list_checkpoints
@@ -120,9 +119,9 @@ def check_output(output: str, model_dir: str) -> None:
         problem = f"must be in a writable directory ({folder} is not)"
     else:
         checkpoints = list_checkpoints(os.path.join(model_dir, CHECKPOINT_DIR))
-        if any(same_file(output, path) for _, path in checkpoints):
+        if any(files.same_file(output, path) for _, path in checkpoints):
             problem = "must not be one of the run's checkpoints (it would replace it)"
-        elif same_file(output, os.path.join(model_dir, MODEL_FILE)):
+        elif files.same_file(output, os.path.join(model_dir, MODEL_FILE)):
             problem = (
                 f"must not be the run's final model ({MODEL_FILE}, which it "
                 "would replace); write the average beside it, e.g. "

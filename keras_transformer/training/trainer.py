@@ -41,8 +41,6 @@ from keras_transformer.training.optimizer import (
     transformer_optimizer,
 )
 
-# Vocabulary of the demo corpus (it has about 4,300 distinct BPE merges).
-DEMO_VOCAB_SIZE = 2000
 # What `run_training` raises for its caller's mistakes (its Raises): the
 # commands print them in one line, without a traceback.
 USER_ERRORS = (
@@ -286,7 +284,7 @@ def run_training(
     spec = sources.parse_data_spec(data)
     sources.check_data_dir(spec, data_dir)
     if vocab_size is None and spec.kind == "demo":
-        vocab_size = DEMO_VOCAB_SIZE
+        vocab_size = sources.DEMO_VOCAB_SIZE
     # First: MultiWorkerMirroredStrategy must configure the collective ops
     # before TensorFlow runs anything.
     if isinstance(strategy, str):

@@ -93,6 +93,11 @@ class ParseDataSpecTest(test_case.TestCase):
     def test_default_vocab_size(self, src_lang, tgt_lang, expected):
         self.assertEqual(sources.default_vocab_size(src_lang, tgt_lang), expected)
 
+    def test_default_vocab_size_of_the_demo_corpus(self):
+        for spec in ("demo", sources.parse_data_spec("demo")):
+            self.assertEqual(sources.default_vocab_size("en", "de", spec), 2000)
+        self.assertEqual(sources.default_vocab_size("en", "de", "tsv:c.tsv"), 37000)
+
     def test_default_vocab_size_unknown_pair(self):
         with self.assertRaisesRegex(
             ValueError,

@@ -756,7 +756,7 @@ class BeamSearchTest(TestCase):
 class TopKTest(TestCase):
     @parameterized.parameters((8, 32000), (8, 8000), (1, 4097), (4, 100), (8, 5000))
     def test_equals_tf_top_k_with_ties_and_minus_inf(self, k, width):
-        from keras_transformer.decoding.beam_search import top_k
+        from keras_transformer.decoding.loop import top_k
 
         rng = np.random.default_rng(width)
         # Few distinct values: many ties, inside and across blocks.
@@ -778,7 +778,7 @@ class TopKTest(TestCase):
     def test_ties_at_the_kth_value_go_to_the_lower_index_across_blocks(self):
         # The k-th value ties between a block with a larger maximum and an
         # earlier block: tf.math.top_k takes the earlier column.
-        from keras_transformer.decoding.beam_search import top_k
+        from keras_transformer.decoding.loop import top_k
 
         values = np.zeros((1, 1024), "float32")
         values[0, 160] = 5.0
@@ -789,7 +789,7 @@ class TopKTest(TestCase):
 
     @parameterized.parameters((8, 32000), (8, 4097), (3, 50))
     def test_top_log_probs_equal_log_softmax(self, k, width):
-        from keras_transformer.decoding.beam_search import NEG_INF, top_log_probs
+        from keras_transformer.decoding.loop import NEG_INF, top_log_probs
 
         rng = np.random.default_rng(width)
         logits = rng.normal(scale=4.0, size=(5, width)).astype("float32")

@@ -1006,5 +1006,7 @@ class ConfigTest(TestCase):
         config = revived.get_config()
         for name in {**required, **optional}:
             self.assertIn(name, config)
+            if not name.endswith(("initializer", "activation")):  # objects
+                self.assertEqual(getattr(revived, name), config[name], name)
         for name in optional:
             self.assertNotEqual(config[name], default[name], name)
