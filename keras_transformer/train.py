@@ -16,6 +16,7 @@ of the model config can be overridden with `--override`, e.g.
 import dataclasses
 import math
 import sys
+import typing
 
 from absl import app, flags
 
@@ -252,6 +253,7 @@ def parse_overrides(items: list[str]) -> dict:
         for f in dataclasses.fields(TransformerConfig)
         if f.name not in VOCABULARY_FIELDS
     }
+    hints = typing.get_type_hints(TransformerConfig)
     overrides = {}
     for item in items:
         name, sep, text = item.partition("=")
@@ -272,8 +274,9 @@ def parse_overrides(items: list[str]) -> dict:
                 "--override items are FIELD=VALUE with FIELD one of "
                 f"{', '.join(fields)}. Received: override={item!r}"
             )
-        default = getattr(TransformerConfig.preset("tiny"), name)
-        kind = type(default) if default is not None else int
+        kind = hints[name]
+        if typing.get_args(kind):  # `int | None`: an optional field's int
+            kind = typing.get_args(kind)[0]
         optional = name in OPTIONAL_FIELDS
         try:
             if optional and text.lower() == "none":
