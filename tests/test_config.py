@@ -25,11 +25,38 @@ class TransformerConfigTest(TestCase):
             (6, 1024, 4096, 16, 0.3),
         )
 
-    def test_every_table3_row_is_a_preset(self):
-        for row, fields in config_lib.TABLE3_ROWS.items():
-            config = TransformerConfig.preset(row)
-            for name, value in fields.items():
-                self.assertEqual(getattr(config, name), value)
+    def test_presets_are_the_papers_rows(self):
+        # Tables 3 and 4 of the paper, written out: N, d_model, d_ff, h,
+        # d_k, d_v, P_drop, eps_ls, positional encoding.
+        sinusoid, learned = "sinusoidal", "learned"
+        rows = {
+            "base": (6, 512, 2048, 8, 64, 64, 0.1, 0.1, sinusoid),
+            "big": (6, 1024, 4096, 16, 64, 64, 0.3, 0.1, sinusoid),
+            "A1": (6, 512, 2048, 1, 512, 512, 0.1, 0.1, sinusoid),
+            "A2": (6, 512, 2048, 4, 128, 128, 0.1, 0.1, sinusoid),
+            "A3": (6, 512, 2048, 16, 32, 32, 0.1, 0.1, sinusoid),
+            "A4": (6, 512, 2048, 32, 16, 16, 0.1, 0.1, sinusoid),
+            "B1": (6, 512, 2048, 8, 16, 64, 0.1, 0.1, sinusoid),
+            "B2": (6, 512, 2048, 8, 32, 64, 0.1, 0.1, sinusoid),
+            "C1": (2, 512, 2048, 8, 64, 64, 0.1, 0.1, sinusoid),
+            "C2": (4, 512, 2048, 8, 64, 64, 0.1, 0.1, sinusoid),
+            "C3": (8, 512, 2048, 8, 64, 64, 0.1, 0.1, sinusoid),
+            "C4": (6, 256, 2048, 8, 32, 32, 0.1, 0.1, sinusoid),
+            "C5": (6, 1024, 2048, 8, 128, 128, 0.1, 0.1, sinusoid),
+            "C6": (6, 512, 1024, 8, 64, 64, 0.1, 0.1, sinusoid),
+            "C7": (6, 512, 4096, 8, 64, 64, 0.1, 0.1, sinusoid),
+            "D1": (6, 512, 2048, 8, 64, 64, 0.0, 0.1, sinusoid),
+            "D2": (6, 512, 2048, 8, 64, 64, 0.2, 0.1, sinusoid),
+            "D3": (6, 512, 2048, 8, 64, 64, 0.1, 0.0, sinusoid),
+            "D4": (6, 512, 2048, 8, 64, 64, 0.1, 0.2, sinusoid),
+            "E": (6, 512, 2048, 8, 64, 64, 0.1, 0.1, learned),
+        }
+        self.assertEqual(set(config_lib.TABLE3_ROWS) | {"base", "big"}, set(rows))
+        for row, expected in rows.items():
+            c = TransformerConfig.preset(row)
+            got = (c.num_layers, c.d_model, c.d_ff, c.num_heads, c.head_key_dim)
+            got += (c.head_value_dim, c.dropout, c.label_smoothing, c.positional)
+            self.assertEqual(got, expected, row)
 
     def test_overrides_and_frozen(self):
         config = TransformerConfig.preset("base", vocab_size=1000)
@@ -84,6 +111,11 @@ class TransformerConfigTest(TestCase):
     def test_explicit_head_dims_allow_indivisible_width(self):
         config = TransformerConfig.preset("base", d_model=500, key_dim=64, value_dim=32)
         self.assertEqual((config.head_key_dim, config.head_value_dim), (64, 32))
+        # Both: d_v would be d_model // h = 62 here, silently.
+        for unset in ("key_dim", "value_dim"):
+            dims = {"key_dim": 64, "value_dim": 64, unset: None}
+            with self.assertRaisesRegex(ValueError, "divisible by `num_heads`"):
+                TransformerConfig.preset("base", d_model=500, **dims)
 
     @parameterized.parameters(1, 7, 511)
     def test_odd_d_model_needs_learned_positions(self, d_model):

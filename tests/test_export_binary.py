@@ -338,6 +338,23 @@ class ExportBinaryTest(TestCase):
                 overwrite=True,
             )
         self.assertCountEqual(os.listdir(run_dir), ["model.keras", "bpe.model"])
+        # Checkpoint files inside it too, whatever the model directory.
+        checkpoint = os.path.join(run_dir, "model.keras")
+        vocab = os.path.join(fixtures.tempdir(self), "bpe.model")
+        shutil.copy(os.path.join(run_dir, "bpe.model"), vocab)
+        with self.assertRaisesRegex(
+            ValueError, re.escape(f"Received: path={path}, input={checkpoint}")
+        ):
+            export(
+                model_dir=fixtures.tempdir(self),
+                checkpoints=[checkpoint],
+                vocab=vocab,
+                export_dir=export_dir,
+                model_name=name,
+                version=version,
+                overwrite=True,
+            )
+        self.assertCountEqual(os.listdir(run_dir), ["model.keras", "bpe.model"])
         # A file where the version goes fails before loading, not in
         # TensorFlow's rmtree after it.
         afile = fixtures.write(os.path.join(model_dir, "2"), "x")

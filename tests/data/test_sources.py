@@ -136,6 +136,10 @@ class LoadTextTest(test_case.TestCase):
             sources.load_pairs(spec, "test", "en", "de"),
             (["newstest2014 en 0"], ["newstest2014 de 0"]),
         )
+        # dev.* first when both are there.
+        for lang in ("en", "de"):
+            fixtures.write(self.path(f"dev.{lang}"), f"dev {lang} 0\n")
+        self.assertEqual(sources.load_pairs(spec, "dev", "en", "de")[1], ["dev de 0"])
 
     def test_sibling_splits_keep_the_train_prefixs_marks(self):
         # train.tok.* with dev.* (raw) and dev.tok.* beside it: the dev
@@ -166,6 +170,18 @@ class LoadTextTest(test_case.TestCase):
         self.assertEqual(
             sources.load_pairs(f"tsv:{self.path('train.bpe.tsv')}", "test", "en", "de"),
             (["c"], ["d"]),
+        )
+        # The first plain name warns too.
+        fixtures.write(self.path("dev.tsv"), "g\th\n")
+        with self.assertLogs("absl", "WARNING") as logs:
+            self.assertEqual(
+                sources.load_pairs(
+                    f"tsv:{self.path('train.bpe.tsv')}", "dev", "en", "de"
+                ),
+                (["g"], ["h"]),
+            )
+        self.assertIn(
+            f"The dev split is read from {self.path('dev.tsv')}", logs.output[0]
         )
 
     def test_reverse_direction(self):

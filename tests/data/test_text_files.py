@@ -133,6 +133,9 @@ class TextFilesTest(test_case.TestCase):
         )
         path = self.write("train.tsv", "\ufeffHello .\tHallo .\n")
         self.assertEqual(text_files.read_tsv(path), (["Hello ."], ["Hallo ."]))
+        # Each field's surrounding spaces go, as a text corpus's lines' do.
+        path = self.write("spaces.tsv", " Hello . \t Hallo . \n")
+        self.assertEqual(text_files.read_tsv(path), (["Hello ."], ["Hallo ."]))
         self.assertEqual(
             text_files.split_lines("\ufeffone\n".encode(), "standard input"),
             ["one"],

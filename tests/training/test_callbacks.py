@@ -1,6 +1,7 @@
 """Tests of the training callbacks on a tiny compiled model."""
 
 import os
+from unittest import mock
 
 import keras
 import numpy as np
@@ -56,6 +57,28 @@ def perfect_bleu(every_steps, final_step, translate=copy_translation, **kwargs):
 
 
 class CallbacksTest(TestCase):
+    def test_a_failed_save_leaves_the_earlier_checkpoint(self):
+        # Killed or failing mid-write, a save leaves no truncated
+        # ckpt-N.keras where averaging and resumption read it.
+        folder = fixtures.tempdir(self)
+        path = os.path.join(folder, "ckpt-2.keras")
+        model = build_transformer(tiny_config())
+        callbacks_lib.save_model(model, path)
+        saved = os.path.getsize(path)
+
+        def fail_midway(partial):
+            with open(partial, "wb") as file:
+                file.write(b"PK")
+            raise OSError("No space left on device")
+
+        with (
+            mock.patch.object(model, "save", side_effect=fail_midway),
+            self.assertRaisesRegex(OSError, "No space left"),
+        ):
+            callbacks_lib.save_model(model, path)
+        self.assertEqual(os.listdir(folder), ["ckpt-2.keras"])
+        self.assertEqual(os.path.getsize(path), saved)
+
     def fit(self, callbacks, epochs=3, model=None, steps_per_epoch=2):
         model = model or compiled_model()
         dataset = tf.data.Dataset.from_tensors(global_batch()).repeat()

@@ -256,6 +256,14 @@ class LabelSmoothedCrossEntropyTest(TestCase):
 
 
 class MetricsTest(TestCase):
+    def test_target_token_count_skips_its_pad_id(self):
+        from keras_transformer.training.metrics import TargetTokenCount
+
+        labels = np.array([[7, 5, 0, 5]], "int32")
+        count = TargetTokenCount(pad_id=5)
+        count.update_state(labels, np.zeros((1, 4, 8), "float32"))
+        self.assertEqual(float(count.result()), 2.0)
+
     def test_accuracy_counts_real_tokens_only(self):
         labels = np.array([[1, 2, 0, 0]], "int32")
         logits = np.zeros((1, 4, 3), "float32")
