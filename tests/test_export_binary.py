@@ -321,6 +321,9 @@ class ExportBinaryTest(TestCase):
         for file in ("model.keras", "bpe.model"):
             os.rename(os.path.join(model_dir, file), os.path.join(run_dir, file))
         path = serving.serving_path(export_dir, name, version)
+        onto_it = dict(
+            export_dir=export_dir, model_name=name, version=version, overwrite=True
+        )
         with self.assertRaisesRegex(
             ValueError,
             re.escape(
@@ -330,13 +333,7 @@ class ExportBinaryTest(TestCase):
                 f"Received: path={path}, input={run_dir}"
             ),
         ):
-            export(
-                model_dir=run_dir,
-                export_dir=export_dir,
-                model_name=name,
-                version=version,
-                overwrite=True,
-            )
+            export(model_dir=run_dir, **onto_it)
         self.assertCountEqual(os.listdir(run_dir), ["model.keras", "bpe.model"])
         # Checkpoint files inside it too, whatever the model directory.
         checkpoint = os.path.join(run_dir, "model.keras")
@@ -349,10 +346,7 @@ class ExportBinaryTest(TestCase):
                 model_dir=fixtures.tempdir(self),
                 checkpoints=[checkpoint],
                 vocab=vocab,
-                export_dir=export_dir,
-                model_name=name,
-                version=version,
-                overwrite=True,
+                **onto_it,
             )
         self.assertCountEqual(os.listdir(run_dir), ["model.keras", "bpe.model"])
         # A file where the version goes fails before loading, not in

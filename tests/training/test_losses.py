@@ -7,6 +7,7 @@ from keras_transformer.training import (
     MaskedTokenAccuracy,
     Perplexity,
 )
+from keras_transformer.training.metrics import TargetTokenCount
 from tests.test_case import TestCase, eight_replica_strategy
 
 
@@ -257,8 +258,6 @@ class LabelSmoothedCrossEntropyTest(TestCase):
 
 class MetricsTest(TestCase):
     def test_target_token_count_skips_its_pad_id(self):
-        from keras_transformer.training.metrics import TargetTokenCount
-
         labels = np.array([[7, 5, 0, 5]], "int32")
         count = TargetTokenCount(pad_id=5)
         count.update_state(labels, np.zeros((1, 4, 8), "float32"))
