@@ -456,6 +456,19 @@ class ExportTest(TestCase):
 
 
 class ServingHelpersTest(TestCase):
+    def test_a_run_names_its_languages_only_when_it_has_both(self):
+        # `evaluate` takes the target language from here; half a record
+        # must read as none (the command then asks for the flags).
+        run = fixtures.tempdir(self)
+        settings = os.path.join(run, "settings.json")
+        fixtures.write(settings, json.dumps({"src_lang": "en", "tgt_lang": "de"}))
+        self.assertEqual(
+            inference.model_languages(run),
+            ({"src_lang": "en", "tgt_lang": "de"}, settings),
+        )
+        fixtures.write(settings, json.dumps({"src_lang": "en"}))
+        self.assertIsNone(inference.model_languages(run))
+
     def test_saved_model_cli_script_imports_only_tf_and_tf_text(self):
         # So it checks what a server with only these libraries loads.
         with open(SAVED_MODEL_CLI, encoding="utf-8") as file:

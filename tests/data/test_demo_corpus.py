@@ -1,4 +1,6 @@
 import collections
+import hashlib
+import json
 import os
 import random
 import re
@@ -273,6 +275,23 @@ class CorpusTest(TestCase):
         other = demo_corpus.generate_pairs(300, seed=1)
         self.assertNotEqual(other, self.pairs[:300])
         self.assertLess(len(set(other) & set(self.pairs)), 30)
+
+    def test_the_corpus_is_the_one_the_readme_scores(self):
+        # The README's demo BLEU is of this corpus: a change to the grammar
+        # or the sampling that alters it must be deliberate (update the
+        # digest, rerun the demo and the README's numbers).
+        self.assertEqual(
+            self.pairs[0],
+            (
+                "When the doctors thank a hungry son, the son picks up the mouse.",
+                "Wenn die Ärzte einem hungrigen Sohn danken, holt der Sohn die Maus ab.",
+            ),
+        )
+        text = json.dumps(self.pairs, ensure_ascii=False).encode("utf-8")
+        self.assertEqual(
+            hashlib.sha256(text).hexdigest(),
+            "fc2eae7574248809e755e889ea651d186bfb5f5f16132d342940eb78ca5ddbd2",
+        )
 
     def test_shorter_request_is_prefix(self):
         self.assertEqual(demo_corpus.generate_pairs(100), self.pairs[:100])

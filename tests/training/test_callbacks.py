@@ -57,6 +57,23 @@ def perfect_bleu(every_steps, final_step, translate=copy_translation, **kwargs):
 
 
 class CallbacksTest(TestCase):
+    def test_logged_steps_of_a_truncated_event_file(self):
+        # A run killed mid-write leaves a truncated record at the end of its
+        # event file: the steps before it still count (its rerun must not
+        # log them again).
+        folder = fixtures.tempdir(self)
+        writer = tf.summary.create_file_writer(folder)
+        with writer.as_default():
+            for step in (2, 6):
+                tf.summary.scalar("epoch_bleu", 1.0, step=step)
+                tf.summary.scalar("epoch_loss", 2.0, step=step)
+            tf.summary.scalar("epoch_loss", 2.0, step=8)  # cut below
+        writer.close()
+        (path,) = tf.io.gfile.glob(os.path.join(folder, "events.out.*"))
+        with open(path, "r+b") as file:
+            file.truncate(os.path.getsize(path) - 5)  # the last record cut
+        self.assertEqual(callbacks_lib.logged_steps(folder, "epoch_bleu"), [2, 6])
+
     def test_a_failed_save_leaves_the_earlier_checkpoint(self):
         # Killed or failing mid-write, a save leaves no truncated
         # ckpt-N.keras where averaging and resumption read it.
