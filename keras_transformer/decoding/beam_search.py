@@ -15,7 +15,7 @@ from keras_transformer.decoding.loop import (
     NEG_INF,
     decode_limits,
     decoding_loop,
-    integers,
+    integer_tensor,
     keep_shapes,
     loop_shape_invariants,
     state_invariants,
@@ -337,7 +337,7 @@ def beam_search(
     # Bounds of the longest output: the largest limit and the loop length.
     bounds = [loop_length]
     if max_decode_steps is not None:
-        steps = integers("max_decode_steps", max_decode_steps)
+        steps = integer_tensor("max_decode_steps", max_decode_steps)
         if steps.shape.rank not in (None, 0):
             raise ValueError(
                 "`max_decode_steps` must be a scalar (the loop length). "

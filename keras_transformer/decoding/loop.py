@@ -31,7 +31,7 @@ def decode_limits(max_decode_length, batch_size):
             negative, or (where B is known while tracing) is a vector of
             another length than 1 or B.
     """
-    limits = tf.cast(integers("max_decode_length", max_decode_length), tf.int32)
+    limits = tf.cast(integer_tensor("max_decode_length", max_decode_length), tf.int32)
     if limits.shape.rank not in (0, 1):
         raise ValueError(
             "`max_decode_length` must be a scalar or a [batch] vector. "
@@ -205,7 +205,7 @@ def keep_shapes(new_state, invariants):
     return tf.nest.map_structure(keep, new_state, invariants)
 
 
-def integers(name, value):
+def integer_tensor(name, value):
     """`value` as a tensor of integers; a TypeError naming `name` for other
     values (TensorFlow cannot cast strings, and would truncate floats)."""
     try:
