@@ -20,3 +20,4 @@ from keras_transformer.layers.positional_encoding import (
 from keras_transformer.layers.projection import Dense
 from keras_transformer.layers.residual import ResidualConnection
 from keras_transformer.layers.stacks import TransformerDecoder, TransformerEncoder
+from keras_transformer.layers.transformer_layer import TransformerLayer

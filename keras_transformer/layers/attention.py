@@ -18,6 +18,7 @@ from keras_transformer.layers.checks import (
 )
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.initializers import initializer_copy
+from keras_transformer.layers.outputs import pack_outputs
 from keras_transformer.layers.projection import (
     decoding_projection,
     project,
@@ -652,12 +653,9 @@ class MultiHeadAttention(keras.layers.Layer):
             )
         outputs = ops.reshape(outputs, (batch, length, outputs.shape[-1]))
 
-        results = (outputs,)
-        if return_attention_weights:
-            results += (weights,)
-        if new_cache is not None:
-            results += (new_cache,)
-        return results[0] if len(results) == 1 else results
+        return pack_outputs(
+            outputs, weights if return_attention_weights else None, new_cache
+        )
 
     def compute_output_shape(self, query_shape, memory_shape=None):
         return (*query_shape[:-1], self.output_dim or query_shape[-1])
@@ -702,13 +700,11 @@ class MultiHeadAttention(keras.layers.Layer):
                 name: keras.KerasTensor((*x.shape[:2], keys, x.shape[3]), x.dtype)
                 for name, x in cache.items()
             }
-        results = (outputs,)
+        weights = None
         if return_attention_weights:
             shape = (query.shape[0], self.num_heads, query.shape[1], keys)
-            results += (keras.KerasTensor(shape, dtype="float32"),)
-        if new_cache is not None:
-            results += (new_cache,)
-        return results[0] if len(results) == 1 else results
+            weights = keras.KerasTensor(shape, dtype="float32")
+        return pack_outputs(outputs, weights, new_cache)
 
     def get_config(self):
         config = super().get_config()

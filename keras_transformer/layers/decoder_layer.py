@@ -13,20 +13,21 @@ from keras_transformer.layers.checks import (
     check_sentence_mask,
     check_sequence_shape,
 )
-from keras_transformer.layers.encoder_layer import TransformerEncoderLayer
-from keras_transformer.layers.residual import ResidualConnection
+from keras_transformer.layers.outputs import pack_outputs, unpack_outputs
+from keras_transformer.layers.transformer_layer import TransformerLayer
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
-class TransformerDecoderLayer(TransformerEncoderLayer):
-    """An encoder layer with causal self-attention and a third sublayer that
-    attends over the encoder output (the "memory").
+class TransformerDecoderLayer(TransformerLayer):
+    """Causal multi-head self-attention, multi-head attention over the
+    encoder output (the "memory"), then a feed-forward network, each wrapped
+    in a residual connection with layer normalisation.
 
     Args:
-        *args, **kwargs: those of `TransformerEncoderLayer` (`num_heads`,
-            `d_ff`, `key_dim`, `value_dim`, `dropout`, `attention_dropout`,
-            `norm_position`, `layer_norm_epsilon`, `attention_bias`, base
-            layer keywords): `attention_bias` applies to both attentions.
+        *args, **kwargs: those of `TransformerLayer`: `num_heads`, `d_ff`,
+            `key_dim`, `value_dim`, `dropout`, `attention_dropout`,
+            `norm_position`, `layer_norm_epsilon`, `attention_bias` (of
+            both attentions) and the base layer keywords.
 
     Call arguments:
         inputs: [B, T, D] target representations. Their Keras mask, if
@@ -57,7 +58,7 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
         self-attention cache when one was given.
 
     Raises:
-        ValueError: as `TransformerEncoderLayer`; when called without
+        ValueError: as `TransformerLayer`; when called without
             `memory` or `cross_attention_cache`.
     """
 
@@ -67,13 +68,7 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
         # its self-attention masks the padded keys, which the causal mask
         # already hides from every real position.
         self.cross_attention = None
-        self.cross_attention_residual = ResidualConnection(
-            self.dropout,
-            self.norm_position,
-            self.layer_norm_epsilon,
-            dtype=self.dtype_policy,
-            name="cross_attention_residual",
-        )
+        self.cross_attention_residual = self._residual("cross_attention_residual")
 
     def build(self, inputs_shape, memory_shape=None):
         super().build(inputs_shape)
@@ -110,12 +105,9 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
             training=training,
             decoding_weights=weights_of("self_attention"),
         )
-        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-        attended, extras = outputs[0], list(outputs[1:])
-        weights = {}
-        if return_attention_weights:
-            weights["self"] = extras.pop(0)
-        new_cache = extras.pop(0) if self_attention_cache is not None else None
+        attended, self_weights, new_cache = unpack_outputs(
+            outputs, return_attention_weights, self_attention_cache is not None
+        )
         x = self.attention_residual(x, attended, training=training)
 
         attended = self.cross_attention(
@@ -126,8 +118,10 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
             training=training,
             decoding_weights=weights_of("cross_attention"),
         )
+        weights = None
         if return_attention_weights:
-            attended, weights["cross"] = attended
+            attended, cross_weights = attended
+            weights = {"self": self_weights, "cross": cross_weights}
         x = self.cross_attention_residual(x, attended, training=training)
 
         transformed = self.feed_forward(
@@ -136,12 +130,7 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
             decoding_weights=weights_of("feed_forward"),
         )
         x = self.feed_forward_residual(x, transformed, training=training)
-        results = (x,)
-        if return_attention_weights:
-            results += (weights,)
-        if new_cache is not None:
-            results += (new_cache,)
-        return results[0] if len(results) == 1 else results
+        return pack_outputs(x, weights, new_cache)
 
     def decoding_weights(self):
         """The sublayers' weights laid out for decoding steps (see
@@ -156,9 +145,6 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
             ),
             "feed_forward": self.feed_forward.decoding_weights(),
         }
-
-    def compute_output_shape(self, inputs_shape, memory_shape=None):
-        return inputs_shape
 
     def compute_output_spec(
         self,
@@ -184,8 +170,10 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
             cache_rows=cache_rows,
             return_attention_weights=return_attention_weights,
         )
-        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-        results = (keras.KerasTensor(inputs.shape, dtype=self.compute_dtype),)
+        _, self_weights, new_cache = unpack_outputs(
+            outputs, return_attention_weights, self_attention_cache is not None
+        )
+        weights = None
         if return_attention_weights:
             _, cross = self.cross_attention.compute_output_spec(
                 inputs,
@@ -195,10 +183,9 @@ class TransformerDecoderLayer(TransformerEncoderLayer):
                 attention_mask=memory_mask,
                 return_attention_weights=True,
             )
-            results += ({"self": outputs[1], "cross": cross},)
-        if self_attention_cache is not None:
-            results += (outputs[-1],)
-        return results[0] if len(results) == 1 else results
+            weights = {"self": self_weights, "cross": cross}
+        outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
+        return pack_outputs(outputs, weights, new_cache)
 
 
 def _check_memory(memory, memory_mask, cross_attention_cache):

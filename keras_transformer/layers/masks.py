@@ -9,6 +9,7 @@ from keras import ops
 
 from keras_transformer import tokens
 from keras_transformer.checks import check_pad_id
+from keras_transformer.layers.checks import check_sentence_mask
 
 
 def padding_mask(ids, pad_id=tokens.PAD_ID):
@@ -53,6 +54,28 @@ def sentence_mask(mask):
     `MultiHeadAttention` would apply to every sentence alike."""
     mask = ops.cast(mask, "bool")
     return ops.expand_dims(mask, axis=1) if len(mask.shape) == 2 else mask
+
+
+def apply_keras_mask(inputs, padding_mask, mask):
+    """`(inputs, padding_mask)` for a layer given the Keras mask `mask`.
+
+    Keras passes the mask [B, S] of `keras.layers.Embedding(mask_zero=True)`
+    (or of a masking layer) as `mask`, but only when `inputs` is the call's
+    one tensor; with a `padding_mask` tensor too, it is read from `inputs`.
+    It becomes the bool [B, 1, S] padding mask unless one is given, and
+    `inputs` loses it: the sublayers take the padding mask instead. A
+    padding mask [B, S] (a Keras mask's shape) is read as [B, 1, S].
+    """
+    if mask is None:
+        mask = keras_mask(inputs)
+    if padding_mask is not None:
+        check_sentence_mask("padding_mask", padding_mask, "inputs", inputs)
+        padding_mask = sentence_mask(padding_mask)
+    if mask is None:
+        return inputs, padding_mask
+    if padding_mask is None:
+        padding_mask = sentence_mask(mask)
+    return ops.copy(inputs), padding_mask
 
 
 def merge_masks(*masks):

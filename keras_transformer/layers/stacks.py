@@ -8,11 +8,10 @@ import keras
 from keras_transformer.checks import check_positive_int
 from keras_transformer.layers.checks import check_built
 from keras_transformer.layers.decoder_layer import TransformerDecoderLayer
-from keras_transformer.layers.encoder_layer import (
-    TransformerEncoderLayer,
-    apply_keras_mask,
-)
+from keras_transformer.layers.encoder_layer import TransformerEncoderLayer
 from keras_transformer.layers.layer_norm import LayerNormalization
+from keras_transformer.layers.masks import apply_keras_mask
+from keras_transformer.layers.outputs import pack_outputs, unpack_outputs
 
 
 class _Stack(keras.layers.Layer):
@@ -152,8 +151,9 @@ class TransformerEncoder(_Stack):
             if return_attention_weights:
                 x, weights = x
                 all_weights.append(weights)
-        x = self._finish(x)
-        return (x, all_weights) if return_attention_weights else x
+        return pack_outputs(
+            self._finish(x), all_weights if return_attention_weights else None
+        )
 
     def compute_output_spec(
         self,
@@ -288,18 +288,16 @@ class TransformerDecoder(_Stack):
                 return_attention_weights=return_attention_weights,
                 training=training,
             )
-            outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-            x = outputs[0]
-            if return_attention_weights:
-                all_weights.append(outputs[1])
-            if self_attention_cache is not None:
-                new_caches.append(outputs[-1])
-        results = (self._finish(x),)
-        if return_attention_weights:
-            results += (all_weights,)
-        if self_attention_cache is not None:
-            results += (new_caches,)
-        return results[0] if len(results) == 1 else results
+            x, weights, new_cache = unpack_outputs(
+                outputs, return_attention_weights, self_attention_cache is not None
+            )
+            all_weights.append(weights)
+            new_caches.append(new_cache)
+        return pack_outputs(
+            self._finish(x),
+            all_weights if return_attention_weights else None,
+            new_caches if self_attention_cache is not None else None,
+        )
 
     def compute_output_spec(
         self,
@@ -329,9 +327,16 @@ class TransformerDecoder(_Stack):
             )
             for index, layer in enumerate(self.sublayers)
         ]
-        results = (keras.KerasTensor(inputs.shape, dtype=self.compute_dtype),)
-        if return_attention_weights:
-            results += ([outputs[1] for outputs in per_layer],)
-        if self_attention_cache is not None:
-            results += ([outputs[-1] for outputs in per_layer],)
-        return results[0] if len(results) == 1 else results
+        _, all_weights, new_caches = zip(
+            *(
+                unpack_outputs(
+                    outputs, return_attention_weights, self_attention_cache is not None
+                )
+                for outputs in per_layer
+            )
+        )
+        return pack_outputs(
+            keras.KerasTensor(inputs.shape, dtype=self.compute_dtype),
+            list(all_weights) if return_attention_weights else None,
+            list(new_caches) if self_attention_cache is not None else None,
+        )

@@ -11,6 +11,7 @@ from absl.testing import parameterized
 
 from keras_transformer import layers
 from keras_transformer.layers.attention import in_place_cache_rows
+from keras_transformer.layers.outputs import pack_outputs, unpack_outputs
 from tests.test_case import TestCase
 
 
@@ -839,6 +840,30 @@ class PaddingMaskTest(TestCase):
 def _spec(x):
     """The `keras.KerasTensor` of a tensor; other arguments as they are."""
     return keras.KerasTensor(x.shape, dtype=x.dtype) if tf.is_tensor(x) else x
+
+
+class OutputsTest(TestCase):
+    def test_unpack_inverts_pack(self):
+        for weights in (None, "weights"):
+            for cache in (None, "cache"):
+                with self.subTest(weights=weights, cache=cache):
+                    packed = pack_outputs("outputs", weights, cache)
+                    if weights is None and cache is None:
+                        self.assertEqual(packed, "outputs")
+                    self.assertEqual(
+                        unpack_outputs(packed, weights is not None, cache is not None),
+                        ("outputs", weights, cache),
+                    )
+
+    def test_a_missing_part_is_named(self):
+        with self.assertRaisesRegex(ValueError, r"Expected 2 outputs.*Received: 1"):
+            unpack_outputs("outputs", with_weights=True, with_cache=False)
+
+    def test_a_decoder_layer_is_not_an_encoder_layer(self):
+        # Code that picks a layer's call by its class sees two kinds.
+        decoder_layer = layers.TransformerDecoderLayer(num_heads=2, d_ff=8)
+        self.assertNotIsInstance(decoder_layer, layers.TransformerEncoderLayer)
+        self.assertIsInstance(decoder_layer, layers.TransformerLayer)
 
 
 class SymbolicCallTest(TestCase):
