@@ -91,6 +91,12 @@ class MissingSplitError(FileNotFoundError, ValueError):
     """A split the data spec does not have (no sibling files, not among its
     named splits, or not in the prepared TFDS dataset)."""
 
+    def with_fix(self, fix):
+        """This error with `fix`, another way out, added to its message
+        before the "Received: ..." part that every message ends with."""
+        problem, received, values = str(self).partition(" Received: ")
+        return MissingSplitError(f"{problem} {fix}{received}{values}")
+
 
 def parse_data_spec(spec: str) -> DataSpec:
     """Parses a `--data` string such as "text:data/train" into a `DataSpec`.

@@ -241,43 +241,25 @@ def run_training(
         ConnectionError: when another worker of that strategy stopped
             during training.
     """
-    from keras_transformer.data import pipeline, sources, tfds_source
-    from keras_transformer.data import tokenizer as tokenizer_lib
+    from keras_transformer.data import pipeline, sources
     from keras_transformer.decoding import translator as translator_lib
 
-    run_checks.check_model_dir_named(model_dir)
-    run_checks.check_steps(train_steps, steps_per_checkpoint)
-    run_checks.check_run_settings(
+    _check_run_arguments(
+        config,
+        model_dir=model_dir,
+        tgt_lang=tgt_lang,
+        train_steps=train_steps,
         warmup_steps=warmup_steps,
+        gradient_accumulation_steps=gradient_accumulation_steps,
+        vocab_size=vocab_size,
         learning_rate_scale=learning_rate_scale,
+        steps_per_checkpoint=steps_per_checkpoint,
         keep_checkpoints=keep_checkpoints,
         bleu_every_steps=bleu_every_steps,
         bleu_max_sentences=bleu_max_sentences,
+        mixed_precision=mixed_precision,
         seed=seed,
     )
-    check_positive_int("gradient_accumulation_steps", gradient_accumulation_steps)
-    distribution.check_precision(mixed_precision)
-    if bleu_every_steps % steps_per_checkpoint:
-        raise ValueError(
-            "`bleu_every_steps` must be a multiple of `steps_per_checkpoint`"
-            " (BLEU is computed at checkpoint ends). Received: "
-            f"bleu_every_steps={bleu_every_steps}, "
-            f"steps_per_checkpoint={steps_per_checkpoint}"
-        )
-    if bleu_max_sentences:
-        from keras_transformer import evaluation
-
-        # Dev BLEU would otherwise fail only at its first evaluation.
-        evaluation.check_target_language(tgt_lang)
-    if vocab_size is not None:
-        tokenizer_lib.check_vocab_size(vocab_size)
-    if config.source_vocab_size is not None:
-        raise ValueError(
-            "The one shared vocabulary (vocab.model) sets the source and "
-            "target vocabulary sizes, so `source_vocab_size` must be unset; "
-            "choose the size with vocab_size instead. "
-            f"Received: source_vocab_size={config.source_vocab_size}"
-        )
     # Absolute paths: the settings name the corpus, not its spelling from
     # this working directory.
     data = sources.normalize_data_spec(data)
@@ -302,23 +284,8 @@ def run_training(
         write_dir = run_checks.worker_dir(
             model_dir, strategy_obj.cluster_resolver.task_id
         )
-    settings = config.to_dict()
-    del settings["vocab_size"]  # The vocabulary's, checked once loaded.
-    settings.update(
-        data=data,
-        # The folder a TFDS corpus is read from: another one holds other data.
-        data_dir=(
-            files.absolute(tfds_source.data_root(data_dir))
-            if spec.kind == "tfds"
-            else None
-        ),
-        src_lang=src_lang,
-        tgt_lang=tgt_lang,
-        # Loss scaling adds optimizer variables: backups of one precision
-        # do not load into the other.
-        mixed_precision=mixed_precision,
-        # The data order and dropout masks a resumed run continues.
-        seed=seed,
+    settings = _run_settings(
+        config, data, spec, data_dir, src_lang, tgt_lang, mixed_precision, seed
     )
     # An older run may have recorded a relative path.
     run_checks.check_model_dir(
@@ -343,11 +310,9 @@ def run_training(
                     spec, "dev", src_lang, tgt_lang, data_dir
                 )
             except sources.MissingSplitError as error:
-                # The other fix, before the message's "Received: ..." part.
-                problem, received, values = str(error).partition(" Received: ")
-                raise sources.MissingSplitError(
-                    f"{problem} Or train without dev BLEU: bleu_max_sentences=0 "
-                    f"(--bleu_max_sentences=0).{received}{values}"
+                raise error.with_fix(
+                    "Or train without dev BLEU: bleu_max_sentences=0 "
+                    "(--bleu_max_sentences=0)."
                 ) from None
         backup_dir = os.path.join(write_dir, "backup")
         # A resumed run skips the batches it trained on and restores the
@@ -380,9 +345,11 @@ def run_training(
         keras.utils.set_random_seed(seed)
         distribution.set_precision(mixed_precision)
         vocab_path = os.path.join(write_dir, serving.VOCAB_FILE)
-        tokenizer = pipeline.load_or_train_tokenizer(
+        tokenizer = _load_vocabulary(
             spec,
             vocab_path,
+            strategy_obj,
+            model_dir=model_dir,
             src_lang=src_lang,
             tgt_lang=tgt_lang,
             vocab_size=vocab_size,
@@ -391,22 +358,6 @@ def run_training(
             # corpus was then fixed in place or whose size is now another, is
             # learned again; one that a model was trained with is kept.
             relearn_if_changed=start_step == 0,
-        )
-        if vocab_size is not None and tokenizer.vocab_size != vocab_size:
-            raise ValueError(
-                f"`vocab_size` differs from the {tokenizer.vocab_size} pieces of "
-                f"{vocab_path}, which the run in model_dir learned: rerun with "
-                f"vocab_size={tokenizer.vocab_size} (or none) to resume it, or "
-                f"pass a new model_dir. Received: vocab_size={vocab_size}"
-            )
-        # The pieces, not the file: it also records its own path.
-        pieces = tokenizer_lib.vocabulary_pieces(vocab_path)
-        fingerprint = zlib.crc32("\n".join(pieces).encode())
-        vocabularies = distribution.values_of_workers(
-            strategy_obj, [tokenizer.vocab_size, fingerprint]
-        )
-        run_checks.check_workers_share_vocabulary(
-            [tuple(row) for row in vocabularies.tolist()], model_dir, serving.VOCAB_FILE
         )
         config = config.replace(vocab_size=tokenizer.vocab_size)
         # Not the default strategy: per-replica (and per-worker) batches.
@@ -518,21 +469,11 @@ def run_training(
             gc.collect()
             raise lost
         if nan_stop.nan_step is not None:
-            restart = (
-                f"it resumes from step {backup.saved_step}, the end of the last "
-                "interval with a finite loss"
-                if backup.saved_step
-                else "it starts over, as no interval ended with a finite loss"
-            )
-            if mixed_precision == "mixed_float16":
-                restart += " (or train in float32, in a new --model_dir)"
-            raise FloatingPointError(
-                f"The training loss or weights became NaN or infinite at step "
-                f"{nan_stop.nan_step}, so that interval was not saved. Lower the "
-                "learning rate (--learning_rate_scale) or raise --warmup_steps "
-                f"and rerun: {restart}. Received: "
-                f"mixed_precision={mixed_precision}, "
-                f"learning_rate_scale={learning_rate_scale}"
+            raise _non_finite_error(
+                nan_stop.nan_step,
+                backup.saved_step,
+                mixed_precision,
+                learning_rate_scale,
             )
         if preemption.stopped is not None:
             # Also at the last step: the rerun scores and saves the final model.
@@ -546,6 +487,157 @@ def run_training(
             data_stats=batches.stats,
             **paths,
         )
+
+
+def _check_run_arguments(
+    config,
+    *,
+    model_dir,
+    tgt_lang,
+    train_steps,
+    warmup_steps,
+    gradient_accumulation_steps,
+    vocab_size,
+    learning_rate_scale,
+    steps_per_checkpoint,
+    keep_checkpoints,
+    bleu_every_steps,
+    bleu_max_sentences,
+    mixed_precision,
+    seed,
+):
+    """Raises the ValueError of `run_training` for an argument out of range
+    or inconsistent with another, before any data is read."""
+    from keras_transformer.data import tokenizer as tokenizer_lib
+
+    run_checks.check_model_dir_named(model_dir)
+    run_checks.check_steps(train_steps, steps_per_checkpoint)
+    run_checks.check_run_settings(
+        warmup_steps=warmup_steps,
+        learning_rate_scale=learning_rate_scale,
+        keep_checkpoints=keep_checkpoints,
+        bleu_every_steps=bleu_every_steps,
+        bleu_max_sentences=bleu_max_sentences,
+        seed=seed,
+    )
+    check_positive_int("gradient_accumulation_steps", gradient_accumulation_steps)
+    distribution.check_precision(mixed_precision)
+    if bleu_every_steps % steps_per_checkpoint:
+        raise ValueError(
+            "`bleu_every_steps` must be a multiple of `steps_per_checkpoint`"
+            " (BLEU is computed at checkpoint ends). Received: "
+            f"bleu_every_steps={bleu_every_steps}, "
+            f"steps_per_checkpoint={steps_per_checkpoint}"
+        )
+    if bleu_max_sentences:
+        from keras_transformer import evaluation
+
+        # Dev BLEU would otherwise fail only at its first evaluation.
+        evaluation.check_target_language(tgt_lang)
+    if vocab_size is not None:
+        tokenizer_lib.check_vocab_size(vocab_size)
+    if config.source_vocab_size is not None:
+        raise ValueError(
+            "The one shared vocabulary (vocab.model) sets the source and "
+            "target vocabulary sizes, so `source_vocab_size` must be unset; "
+            "choose the size with vocab_size instead. "
+            f"Received: source_vocab_size={config.source_vocab_size}"
+        )
+
+
+def _run_settings(
+    config, data, spec, data_dir, src_lang, tgt_lang, mixed_precision, seed
+):
+    """What a rerun in the same `model_dir` must keep (`settings.json`, see
+    `run_checks.check_model_dir`)."""
+    from keras_transformer.data import tfds_source
+
+    settings = config.to_dict()
+    del settings["vocab_size"]  # The vocabulary's, checked once loaded.
+    settings.update(
+        data=data,
+        # The folder a TFDS corpus is read from: another one holds other data.
+        data_dir=(
+            files.absolute(tfds_source.data_root(data_dir))
+            if spec.kind == "tfds"
+            else None
+        ),
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
+        # Loss scaling adds optimizer variables: backups of one precision
+        # do not load into the other.
+        mixed_precision=mixed_precision,
+        # The data order and dropout masks a resumed run continues.
+        seed=seed,
+    )
+    return settings
+
+
+def _load_vocabulary(
+    spec,
+    vocab_path,
+    strategy,
+    *,
+    model_dir,
+    src_lang,
+    tgt_lang,
+    vocab_size,
+    data_dir,
+    relearn_if_changed,
+):
+    """The run's tokenizer (`pipeline.load_or_train_tokenizer`), checked
+    against `vocab_size` and, under a multi-worker strategy, against the
+    other workers' vocabularies."""
+    from keras_transformer.data import pipeline
+    from keras_transformer.data import tokenizer as tokenizer_lib
+
+    tokenizer = pipeline.load_or_train_tokenizer(
+        spec,
+        vocab_path,
+        src_lang=src_lang,
+        tgt_lang=tgt_lang,
+        vocab_size=vocab_size,
+        data_dir=data_dir,
+        relearn_if_changed=relearn_if_changed,
+    )
+    if vocab_size is not None and tokenizer.vocab_size != vocab_size:
+        raise ValueError(
+            f"`vocab_size` differs from the {tokenizer.vocab_size} pieces of "
+            f"{vocab_path}, which the run in model_dir learned: rerun with "
+            f"vocab_size={tokenizer.vocab_size} (or none) to resume it, or "
+            f"pass a new model_dir. Received: vocab_size={vocab_size}"
+        )
+    # The pieces, not the file: it also records its own path.
+    pieces = tokenizer_lib.vocabulary_pieces(vocab_path)
+    fingerprint = zlib.crc32("\n".join(pieces).encode())
+    vocabularies = distribution.values_of_workers(
+        strategy, [tokenizer.vocab_size, fingerprint]
+    )
+    run_checks.check_workers_share_vocabulary(
+        [tuple(row) for row in vocabularies.tolist()], model_dir, serving.VOCAB_FILE
+    )
+    return tokenizer
+
+
+def _non_finite_error(nan_step, saved_step, mixed_precision, learning_rate_scale):
+    """The FloatingPointError of a run stopped at the non-finite `nan_step`,
+    saying where its rerun resumes (the backup's `saved_step`)."""
+    restart = (
+        f"it resumes from step {saved_step}, the end of the last "
+        "interval with a finite loss"
+        if saved_step
+        else "it starts over, as no interval ended with a finite loss"
+    )
+    if mixed_precision == "mixed_float16":
+        restart += " (or train in float32, in a new --model_dir)"
+    return FloatingPointError(
+        f"The training loss or weights became NaN or infinite at step "
+        f"{nan_step}, so that interval was not saved. Lower the "
+        "learning rate (--learning_rate_scale) or raise --warmup_steps "
+        f"and rerun: {restart}. Received: "
+        f"mixed_precision={mixed_precision}, "
+        f"learning_rate_scale={learning_rate_scale}"
+    )
 
 
 def _fit_intervals(
