@@ -78,7 +78,7 @@ def run_demo(
     Returns:
         A summary dict (also written to `<model_dir>/demo_summary.json`).
     """
-    from keras_transformer import evaluation, serving
+    from keras_transformer import evaluation, model_files, serving
     from keras_transformer.config import TransformerConfig
     from keras_transformer.data import sources
     from keras_transformer.data.tokenizer import SubwordTokenizer
@@ -105,7 +105,7 @@ def run_demo(
 
     # Test BLEU with the in-Python beam search (beam 4, alpha 0.6).
     translator = translator_lib.Translator(
-        serving.load_model(result.model_path),
+        model_files.load_model(result.model_path),
         SubwordTokenizer.from_file(result.vocab_path),
     )
     test_sources, test_references = sources.load_pairs("demo", "test", "en", "de")

@@ -23,7 +23,7 @@ import os
 import tensorflow as tf
 from absl import app, flags
 
-from keras_transformer import files, inference, serving
+from keras_transformer import files, inference, model_files, serving
 from keras_transformer.commands import fail
 from keras_transformer.data import text_files
 from keras_transformer.data.tokenizer import SubwordTokenizer
@@ -179,7 +179,7 @@ def _check_inputs_outside(path, inputs):
 def default_vocab(model_dir, checkpoints):
     """The vocabulary of the exported model without --vocab: the one of the
     checkpoints' training run, found beside them as `translate` finds it,
-    else `serving.find_vocab(model_dir)`.
+    else `model_files.find_vocab(model_dir)`.
 
     Raises:
         ValueError: if the checkpoints' vocabularies differ, or differ from
@@ -205,7 +205,7 @@ def default_vocab(model_dir, checkpoints):
             f"{second} beside {other}"
         )
     if model_dir:
-        in_model_dir = serving.find_vocab(model_dir)
+        in_model_dir = model_files.find_vocab(model_dir)
         if beside and os.path.realpath(in_model_dir) not in beside:
             checkpoint, found = next(iter(beside.values()))
             raise ValueError(
@@ -282,11 +282,11 @@ def export(
     if warmup_file:
         warmup_sentences = text_files.read_sentences(warmup_file, "warmup_file")
     if not checkpoints:
-        checkpoints = [os.path.join(model_dir, serving.MODEL_FILE)]
+        checkpoints = [os.path.join(model_dir, model_files.MODEL_FILE)]
         hint = inference.unfinished_run_hint(model_dir)
         if hint and not tf.io.gfile.exists(checkpoints[0]):
             raise FileNotFoundError(
-                f"--model_dir holds no {serving.MODEL_FILE}.{hint} Pass it as "
+                f"--model_dir holds no {model_files.MODEL_FILE}.{hint} Pass it as "
                 f"--checkpoint. Received: model_dir={model_dir}"
             )
     if vocab:
@@ -296,7 +296,7 @@ def export(
         vocab = default_vocab(model_dir, checkpoints)
     tokenizer = load_vocab(vocab)
     for checkpoint in checkpoints:
-        serving.check_model_file(checkpoint)
+        model_files.check_model_file(checkpoint)
     if overwrite:
         _check_inputs_outside(path, [model_dir, vocab, *checkpoints])
     # Recorded with the export: `evaluate` scores in its target language.

@@ -11,7 +11,7 @@ import re
 
 import tensorflow as tf
 
-from keras_transformer import files, serving
+from keras_transformer import files, model_files, serving
 from keras_transformer.decoding import translator as translator_lib
 from keras_transformer.training import callbacks, run_checks
 
@@ -192,7 +192,7 @@ def model_languages(model: str) -> tuple[dict, str] | None:
 
 def vocab_beside(checkpoint, vocab):
     """The vocabulary for a `.keras` file: `vocab`, or the one of its
-    directory (`serving.find_vocab`), or for a checkpoint of a training run
+    directory (`model_files.find_vocab`), or for a checkpoint of a training run
     (`<model_dir>/checkpoints/ckpt-<step>.keras`) in the run's directory.
     No other directory is searched: a `*.model` file of an unrelated
     directory above would translate silently wrong.
@@ -200,7 +200,7 @@ def vocab_beside(checkpoint, vocab):
     Raises:
         FileNotFoundError: if `vocab` is not given and none is found.
         ValueError: if `vocab` is given but the model's training run wrote
-            another vocabulary (`serving.VOCAB_FILE`) beside it.
+            another vocabulary (`model_files.VOCAB_FILE`) beside it.
     """
     if vocab:
         _check_run_vocab(checkpoint, vocab)
@@ -208,7 +208,7 @@ def vocab_beside(checkpoint, vocab):
     folders = model_folders(checkpoint)
     for candidate in folders:
         try:
-            return serving.find_vocab(candidate)
+            return model_files.find_vocab(candidate)
         except FileNotFoundError:
             continue
     where = " or in its training run's directory" if len(folders) > 1 else ""
@@ -221,14 +221,14 @@ def vocab_beside(checkpoint, vocab):
 def _check_run_vocab(checkpoint, vocab) -> None:
     """Raises a ValueError if `checkpoint` belongs to a training run (a
     directory with its settings file, `run_folder`) whose vocabulary
-    (`serving.VOCAB_FILE`) has other pieces than `vocab`: a vocabulary of
+    (`model_files.VOCAB_FILE`) has other pieces than `vocab`: a vocabulary of
     another run, of the same size, would translate wrong without an error.
     A `vocab` that cannot be read, or has no pieces, is left to the
     loader's error."""
     from keras_transformer.data.tokenizer import vocabulary_pieces
 
     run = run_folder(checkpoint)
-    own = None if run is None else os.path.join(run, serving.VOCAB_FILE)
+    own = None if run is None else os.path.join(run, model_files.VOCAB_FILE)
     if own is None or not tf.io.gfile.exists(own):
         return
     if os.path.realpath(own) == os.path.realpath(vocab):
@@ -330,7 +330,7 @@ def load_translator(
                 f"SavedModel {export}",
                 owner=loaded,
             )
-        keras_file = os.path.join(path, serving.MODEL_FILE)
+        keras_file = os.path.join(path, model_files.MODEL_FILE)
         if not tf.io.gfile.exists(keras_file):
             raise FileNotFoundError(
                 "The directory holds no model: no model.keras, no "
@@ -341,7 +341,7 @@ def load_translator(
     from keras_transformer.data.tokenizer import SubwordTokenizer
 
     translator = translator_lib.Translator(
-        serving.load_model(path),
+        model_files.load_model(path),
         SubwordTokenizer.from_file(vocab_beside(path, vocab)),
         beam_size=beam_size,
     )

@@ -47,7 +47,7 @@ def main(argv, flag_values=FLAGS):
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     import tensorflow as tf
 
-    from keras_transformer import inference, serving
+    from keras_transformer import inference, model_files
     from keras_transformer.data.tokenizer import SubwordTokenizer
     from keras_transformer.visualization import attention
 
@@ -61,8 +61,8 @@ def main(argv, flag_values=FLAGS):
                     "the decoding graph, not the layers' attention. "
                     f"Received: model={path}"
                 )
-            path = os.path.join(path, serving.MODEL_FILE)
-        model = serving.load_model(path)
+            path = os.path.join(path, model_files.MODEL_FILE)
+        model = model_files.load_model(path)
         tokenizer = SubwordTokenizer.from_file(
             inference.vocab_beside(path, flag_values.vocab)
         )

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from keras_transformer import files
 from keras_transformer.model import Transformer
-from keras_transformer.serving import MODEL_FILE, load_model
+from keras_transformer.model_files import MODEL_FILE, load_model
 from keras_transformer.training.callbacks import CHECKPOINT_DIR, list_checkpoints
 
 

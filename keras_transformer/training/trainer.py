@@ -27,7 +27,7 @@ import tensorflow as tf
 from absl import logging
 
 from keras_transformer import config as config_lib
-from keras_transformer import files, serving
+from keras_transformer import files, model_files
 from keras_transformer.checks import check_positive_int
 from keras_transformer.config import TransformerConfig
 from keras_transformer.model import build_transformer
@@ -344,7 +344,7 @@ def run_training(
             )
         keras.utils.set_random_seed(seed)
         distribution.set_precision(mixed_precision)
-        vocab_path = os.path.join(write_dir, serving.VOCAB_FILE)
+        vocab_path = os.path.join(write_dir, model_files.VOCAB_FILE)
         tokenizer = _load_vocabulary(
             spec,
             vocab_path,
@@ -388,7 +388,7 @@ def run_training(
         paths = {
             "log_dir": os.path.join(write_dir, "logs"),
             "checkpoint_dir": os.path.join(write_dir, callbacks_lib.CHECKPOINT_DIR),
-            "model_path": os.path.join(write_dir, serving.MODEL_FILE),
+            "model_path": os.path.join(write_dir, model_files.MODEL_FILE),
         }
         nan_stop = callbacks_lib.StopOnNaN()
         # Kept after the last step, so rerunning a finished run is a no-op.
@@ -614,7 +614,7 @@ def _load_vocabulary(
         strategy, [tokenizer.vocab_size, fingerprint]
     )
     run_checks.check_workers_share_vocabulary(
-        [tuple(row) for row in vocabularies.tolist()], model_dir, serving.VOCAB_FILE
+        [tuple(row) for row in vocabularies.tolist()], model_dir, model_files.VOCAB_FILE
     )
     return tokenizer
 
