@@ -41,6 +41,19 @@ setuptools.setup(
         "numpy>=1.26,<3",
         "matplotlib>=3.8,<4",
     ],
+    # The commands, also as `python -m keras_transformer.<module>`.
+    entry_points={
+        "console_scripts": [
+            "keras-transformer-train = keras_transformer.train:run",
+            "keras-transformer-export = keras_transformer.export_model:run",
+            "keras-transformer-translate = keras_transformer.translate:run",
+            "keras-transformer-evaluate = keras_transformer.evaluate:run",
+            "keras-transformer-average-checkpoints = "
+            "keras_transformer.average_checkpoints:run",
+            "keras-transformer-demo = keras_transformer.demo:run",
+            "keras-transformer-plot-attention = keras_transformer.plot_attention:run",
+        ],
+    },
     extras_require={
         "test": [
             "pytest>=8,<10",

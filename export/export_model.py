@@ -9,15 +9,10 @@ python export/export_model.py --model_dir=runs/demo --export_dir=/models
 import os
 import sys
 
-from absl import app, flags
-
 # Runs as a script from any directory: the package is the repository root.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from keras_transformer import export_model
 
 if __name__ == "__main__":
-    export_model.define_flags()
-    # --help and --helpshort list the main module's key flags.
-    flags.adopt_module_key_flags(export_model)
-    app.run(export_model.main)
+    export_model.run()

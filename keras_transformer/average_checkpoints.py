@@ -13,7 +13,7 @@ import os
 
 from absl import app, flags
 
-from keras_transformer.commands import fail
+from keras_transformer.commands import fail, run_command
 
 FLAGS = flags.FLAGS
 
@@ -75,9 +75,9 @@ def main(argv, flag_values=FLAGS):
 
 
 def run():
-    """Entry point of `python -m keras_transformer.average_checkpoints`."""
-    define_flags()
-    app.run(main)
+    """Entry point of `python -m keras_transformer.average_checkpoints`, of the installed
+    `keras-transformer-average-checkpoints` command."""
+    run_command(__name__, main, define_flags)
 
 
 if __name__ == "__main__":

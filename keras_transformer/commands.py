@@ -1,9 +1,33 @@
-"""What the command-line tools share: errors, progress, the threads flag,
-the check that an output file is not an input."""
+"""What the command-line tools share: how they run, errors, progress and
+the threads flag."""
 
 import sys
 
-from absl import flags
+from absl import app, flags
+
+
+def run_command(module_name: str, main, define_flags=None) -> None:
+    """Runs a command's `main` with absl's `app.run`, however it started:
+    `python -m keras_transformer.<command>`, a script of the repository
+    (`train.py`) or an installed console script (`keras-transformer-train`).
+
+    absl's --help and --helpshort list the key flags of the main module,
+    which absl names by `sys.argv[0]`; a command's flags are key to the
+    module that defines them, so they are made the main module's too.
+
+    Args:
+        module_name: the `__name__` of the command's module.
+        main: its `main(argv)`.
+        define_flags: its `define_flags()`, if its flags are not defined at
+            import.
+    """
+    if define_flags is not None:
+        define_flags()
+    # Under `python -m`, absl already registered them as sys.argv[0]'s.
+    if module_name != "__main__":
+        for flag in flags.FLAGS.get_key_flags_for_module(module_name):
+            flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+    app.run(main)
 
 
 def fail(command: str, error: Exception) -> int:

@@ -14,7 +14,7 @@ import os
 
 from absl import app, flags
 
-from keras_transformer.commands import fail, stopped
+from keras_transformer.commands import fail, run_command, stopped
 from keras_transformer.training.run_checks import MAX_SEED
 
 FLAGS = flags.FLAGS
@@ -240,9 +240,9 @@ def main(argv, flag_values=FLAGS):
 
 
 def run():
-    """Entry point of `python -m keras_transformer.demo`."""
-    define_flags()
-    app.run(main)
+    """Entry point of `python -m keras_transformer.demo`, of the installed
+    `keras-transformer-demo` command."""
+    run_command(__name__, main, define_flags)
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ from keras_transformer.commands import (
     define_threads_flag,
     fail,
     progress_printer,
+    run_command,
 )
 from keras_transformer.data.text_files import read_sentences
 from keras_transformer.training import run_checks
@@ -433,9 +434,9 @@ def main(argv, flag_values=FLAGS):
 
 
 def run():
-    """Entry point of `python -m keras_transformer.evaluate`."""
-    define_flags()
-    app.run(main)
+    """Entry point of `python -m keras_transformer.evaluate`, of the installed
+    `keras-transformer-evaluate` command."""
+    run_command(__name__, main, define_flags)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import tensorflow as tf
 from absl import app, flags
 
 from keras_transformer import files, inference, model_files, serving
-from keras_transformer.commands import fail
+from keras_transformer.commands import fail, run_command
 from keras_transformer.data import text_files
 from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.decoding import translator as translator_lib
@@ -348,11 +348,9 @@ def main(argv):
 
 
 def run():
-    """Entry point of `python -m keras_transformer.export_model`
-    (`export/export_model.py` runs `define_flags` and `main` itself, to
-    list the flags in its --help)."""
-    define_flags()
-    app.run(main)
+    """Entry point of `python -m keras_transformer.export_model`, of the installed
+    `keras-transformer-export` command and `export/export_model.py`."""
+    run_command(__name__, main, define_flags)
 
 
 if __name__ == "__main__":

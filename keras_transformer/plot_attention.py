@@ -15,7 +15,7 @@ import os
 
 from absl import app, flags
 
-from keras_transformer.commands import fail
+from keras_transformer.commands import fail, run_command
 
 FLAGS = flags.FLAGS
 
@@ -82,6 +82,11 @@ def main(argv, flag_values=FLAGS):
     return 0
 
 
+def run():
+    """Entry point of `python -m keras_transformer.plot_attention`, of the installed
+    `keras-transformer-plot-attention` command."""
+    run_command(__name__, main, define_flags)
+
+
 if __name__ == "__main__":
-    define_flags()
-    app.run(main)
+    run()

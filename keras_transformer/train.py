@@ -21,7 +21,7 @@ import typing
 from absl import app, flags
 
 from keras_transformer import tokens
-from keras_transformer.commands import fail, stopped
+from keras_transformer.commands import fail, run_command, stopped
 from keras_transformer.config import OPTIONAL_FIELDS, PRESETS, TransformerConfig
 from keras_transformer.training import distribution, preemption, run_checks, trainer
 
@@ -386,10 +386,9 @@ def main(argv, flag_values=FLAGS):
 
 
 def run():
-    """Entry point of `python -m keras_transformer.train` (`train.py` runs
-    `define_flags` and `main` itself, to list the flags in its --help)."""
-    define_flags()
-    app.run(main)
+    """Entry point of `python -m keras_transformer.train`, of the installed
+    `keras-transformer-train` command and `train.py`."""
+    run_command(__name__, main, define_flags)
 
 
 if __name__ == "__main__":

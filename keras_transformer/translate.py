@@ -14,9 +14,14 @@ warning on stderr.
 import os
 import sys
 
-from absl import app, flags
+from absl import flags
 
-from keras_transformer.commands import define_threads_flag, fail, progress_printer
+from keras_transformer.commands import (
+    define_threads_flag,
+    fail,
+    progress_printer,
+    run_command,
+)
 from keras_transformer.data.text_files import read_sentences, split_lines
 
 FLAGS = flags.FLAGS
@@ -97,5 +102,11 @@ def _arguments(arguments):
     return arguments
 
 
+def run():
+    """Entry point of `python -m keras_transformer.translate`, of the installed
+    `keras-transformer-translate` command."""
+    run_command(__name__, main)
+
+
 if __name__ == "__main__":
-    app.run(main)
+    run()

@@ -1,7 +1,10 @@
 """End-to-end tests of the evaluate and translate commands."""
 
+import ast
+import importlib
 import json
 import os
+import pathlib
 import re
 import shutil
 import subprocess
@@ -46,6 +49,72 @@ class TranslateFlagsTest(TestCase):
         evaluate.define_flags(flag_values)
         key_flags = flag_values.get_key_flags_for_module(evaluate)
         self.assertIn("intra_op_threads", [flag.name for flag in key_flags])
+
+
+def console_scripts():
+    """`{command: "module:function"}` of setup.py's console scripts."""
+    with open(os.path.join(ROOT, "setup.py"), encoding="utf-8") as file:
+        tree = ast.parse(file.read())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.keyword) and node.arg == "entry_points":
+            scripts = ast.literal_eval(node.value)["console_scripts"]
+            return dict(
+                (part.strip() for part in script.split("=")) for script in scripts
+            )
+    raise AssertionError("setup.py has no entry_points")
+
+
+class ConsoleScriptsTest(TestCase):
+    def test_every_command_is_installed_as_a_console_script(self):
+        scripts = console_scripts()
+        package = os.path.join(ROOT, "keras_transformer")
+        commands = [
+            name
+            for name in os.listdir(package)
+            if name.endswith(".py")
+            and 'if __name__ == "__main__":'
+            in pathlib.Path(package, name).read_text(encoding="utf-8")
+        ]
+        self.assertCountEqual(
+            [target.partition(":")[0] for target in scripts.values()],
+            [f"keras_transformer.{name[:-3]}" for name in commands],
+        )
+        for command, target in scripts.items():
+            module, _, function = target.partition(":")
+            with self.subTest(command):
+                self.assertTrue(command.startswith("keras-transformer-"))
+                self.assertTrue(
+                    callable(getattr(importlib.import_module(module), function))
+                )
+
+    @pytest.mark.slow
+    def test_console_scripts_list_their_flags(self):
+        # A console script imports the command's module and calls `run`,
+        # with its own path as sys.argv[0]: absl's --helpshort lists that
+        # main module's key flags, which are the command module's. Flags
+        # defined by `define_flags` (train) and at import (translate).
+        scripts = console_scripts()
+        for command, expected in (
+            ("keras-transformer-train", ("--preset", "--data", "--train_steps")),
+            ("keras-transformer-translate", ("--model", "--intra_op_threads")),
+        ):
+            module, _, function = scripts[command].partition(":")
+            code = (
+                f"import sys; sys.argv = ['/venv/bin/{command}', '--helpshort']; "
+                f"from {module} import {function}; {function}()"
+            )
+            result = subprocess.run(
+                [sys.executable, "-c", code],
+                check=False,
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                timeout=180,
+            )
+            with self.subTest(command):
+                self.assertNotIn("Traceback", result.stderr)
+                for name in expected:
+                    self.assertIn(f"\n  {name}:", result.stdout)
 
 
 @pytest.mark.slow
