@@ -23,17 +23,22 @@ def _fake_as_dataset(builder, split, decoders=None, read_config=None, **kw):
     return tf.data.Dataset.from_tensor_slices(_EXAMPLES[split])
 
 
-def _prepare(data_dir, splits):
+def _prepare(data_dir, splits, examples=_EXAMPLES, shards=1):
     """Writes wmt14_translate/de-en into `data_dir` as TFDS prepares it
-    (TFRecord files and their metadata), with `splits` of `_EXAMPLES`."""
+    (TFRecord files and their metadata), with `splits` of `examples`, each
+    in `shards` files of consecutive examples."""
     builder = tfds.builder("wmt14_translate/de-en", data_dir=data_dir)
     features = builder.info.features
     os.makedirs(builder.data_dir)
     for split in splits:
-        name = f"wmt14_translate-{split}.tfrecord-00000-of-00001"
-        with tf.io.TFRecordWriter(os.path.join(builder.data_dir, name)) as writer:
-            for en, de in zip(_EXAMPLES[split]["en"], _EXAMPLES[split]["de"]):
-                writer.write(features.serialize_example({"en": en, "de": de}))
+        pairs = list(zip(examples[split]["en"], examples[split]["de"]))
+        size = -(-len(pairs) // shards)
+        for shard in range(shards):
+            name = f"wmt14_translate-{split}.tfrecord-{shard:05d}-of-{shards:05d}"
+            path = os.path.join(builder.data_dir, name)
+            with tf.io.TFRecordWriter(path) as writer:
+                for en, de in pairs[shard * size : (shard + 1) * size]:
+                    writer.write(features.serialize_example({"en": en, "de": de}))
     tfds.folder_dataset.write_metadata(
         data_dir=builder.data_dir,
         features=features,
@@ -147,6 +152,21 @@ class TfdsSourceTest(test_case.TestCase):
             r"'validation' split \(the dev split\); it has \['test', 'train'\]\.",
         ):
             sources.load_pairs(spec, "dev", "en", "de", data_dir)
+
+    def test_the_files_of_a_split_are_read_in_their_order(self):
+        # 24 pairs in 8 files: their stored order, file after file, every
+        # time (not the files shuffled, as TFDS's `shuffle_files` does).
+        english = [f"Sentence {index} ." for index in range(24)]
+        german = [f"Satz {index} ." for index in range(24)]
+        data_dir = fixtures.tempdir(self)
+        _prepare(data_dir, ["train"], {"train": {"en": english, "de": german}}, 8)
+        for _ in range(2):
+            self.assertEqual(
+                sources.load_pairs(
+                    "tfds:wmt14_translate/de-en", "train", "en", "de", data_dir
+                ),
+                (english, german),
+            )
 
     def test_unprepared_data_tells_how_to_prepare_it(self):
         # The real builder, not mocked, on an empty data_dir: no download.

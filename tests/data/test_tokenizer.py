@@ -72,6 +72,23 @@ class TrainSubwordVocabTest(test_case.TestCase):
         self.assertLen(pieces[0], 330)
         self.assertEqual(pieces[0], pieces[1])
 
+    def test_learns_from_at_most_max_sentences(self):
+        # 300 sentences, each with a character of its own: the vocabulary's
+        # characters are those of the sentences sampled.
+        markers = [chr(0x4E00 + index) for index in range(300)]
+        corpus = [" ".join(marker * n for n in range(1, 5)) for marker in markers]
+        path = tokenizer_lib.train_subword_vocab(
+            corpus, 600, os.path.join(fixtures.tempdir(self), "m"), max_sentences=101
+        )
+        processor = spm.SentencePieceProcessor(model_file=path)
+        learned = {
+            character
+            for index in range(processor.get_piece_size())
+            for character in processor.id_to_piece(index)
+            if character in markers
+        }
+        self.assertEqual(len(learned), 101)
+
     def test_vocab_larger_than_the_text_supports(self):
         with self.assertRaisesRegex(
             ValueError,

@@ -10,7 +10,7 @@ import tensorflow as tf
 
 from keras_transformer import build_transformer
 from keras_transformer.training import callbacks as callbacks_lib
-from keras_transformer.training import trainer
+from keras_transformer.training import metrics, trainer
 from keras_transformer.training.optimizer import StepCountingLossScaleOptimizer
 from tests.test_case import TestCase, eight_replica_strategy
 from tests.training.test_trainer import assert_same_update, global_batch, tiny_config
@@ -93,6 +93,54 @@ class AccumulationTest(TestCase):
         )
         self.assertEqual(logs["target_tokens"], whole_logs["target_tokens"])
         assert_same_update(self, accumulated, whole, initial, atol=2e-6, rtol=1e-5)
+
+    def test_sample_weights_weight_the_loss_and_metrics_as_in_one_batch(self):
+        config = tiny_config(dropout=0.0, attention_dropout=0.0)
+        features, labels = global_batch(batch_size=7)
+        # Per sentence, one of them left out.
+        weights = np.array([2.0, 0.5, 0.0, 1.0, 3.0, 1.5, 0.25], "float32")
+        initial = build_transformer(config).get_weights()
+
+        def step(gradient_accumulation_steps, data):
+            model = compiled(config, initial, gradient_accumulation_steps)
+            # `fit` passes its sample weights to `weighted_metrics` only.
+            model.compile(
+                optimizer=model.optimizer,
+                loss=model.loss,
+                metrics=[metrics.Perplexity(), metrics.TargetTokenCount()],
+                weighted_metrics=[metrics.Perplexity(name="weighted_perplexity")],
+                jit_compile=False,
+            )
+            logs = model.fit(tf.data.Dataset.from_tensors(data), verbose=0)
+            return model, logs.history
+
+        whole, whole_logs = step(1, (features, labels, weights))
+        batches = [
+            (*batch, part)
+            for batch, part in zip(
+                split_batch(features, labels, (1, 6)), np.split(weights, [1])
+            )
+        ]
+        accumulated, logs = step(2, group(batches))
+        # The weights matter to the metric.
+        self.assertNotAllClose(
+            whole_logs["weighted_perplexity"], whole_logs["perplexity"], rtol=1e-3
+        )
+        for name in ("loss", "perplexity", "weighted_perplexity", "target_tokens"):
+            self.assertAllClose(logs[name], whole_logs[name], atol=1e-5, msg=name)
+        assert_same_update(self, accumulated, whole, initial, atol=2e-6, rtol=1e-5)
+
+    def test_a_group_of_more_batches_than_a_step_is_refused(self):
+        config = tiny_config()
+        model = compiled(config, build_transformer(config).get_weights(), 2)
+        batches = split_batch(*global_batch(batch_size=6), (2, 2, 2))
+        with self.assertRaisesRegex(
+            ValueError,
+            r"^With gradient_accumulation_steps=2, each dataset element must "
+            r"hold the batches of a step.*Received: labels of shape \(3, ",
+        ):
+            model.fit(tf.data.Dataset.from_tensors(group(batches)), verbose=0)
+        self.assertEqual(callbacks_lib.current_step(model), 0)
 
     def test_float16_step_scales_the_mean_loss_and_counts(self):
         # A float16 model's accumulated step at the default loss scale

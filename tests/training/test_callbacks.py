@@ -130,6 +130,21 @@ class CallbacksTest(TestCase):
             [float(schedule(step)) for step in (2, 4, 6)],
         )
 
+    def test_tokens_per_second_is_the_epochs_target_tokens_over_its_seconds(self):
+        # A clock that reads 100 s and 104 s at the first epoch's start and
+        # end, 105 s and 107 s at the second's.
+        clock = mock.Mock()
+        clock.perf_counter.side_effect = [100.0, 104.0, 105.0, 107.0]
+        with mock.patch.object(callbacks_lib, "time", clock):
+            _, history = self.fit([callbacks_lib.ThroughputLogger()], epochs=2)
+        self.assertEqual(clock.perf_counter.call_count, 4)
+        # Two steps per epoch of the same batch, in 4 s, then in 2 s.
+        tokens = 2 * np.sum(global_batch()[1] != 0)
+        self.assertEqual(history.history["target_tokens"], [tokens, tokens])
+        self.assertAllClose(
+            history.history["tokens_per_second"], [tokens / 4, tokens / 2]
+        )
+
     def test_bleu_is_evaluated_every_k_steps(self):
         calls = []
 
@@ -293,3 +308,21 @@ class CallbacksTest(TestCase):
             restore.on_train_begin()
         self.assertNotIn("\n", str(caught.exception))
         self.assertIn(f"Received: backup_dir={backup_dir}", str(caught.exception))
+
+    def test_a_backup_with_other_dropout_seed_states_is_refused(self):
+        # Without dropout the weights fit, but the 7 seed states of the
+        # backup's dropout layers have no layer to go to.
+        backup_dir = os.path.join(fixtures.tempdir(self), "backup")
+        self.fit([callbacks_lib.ResumableBackup(backup_dir, 2)], epochs=1)
+        other = trainer.compile_for_training(
+            build_transformer(tiny_config(dropout=0.0)), 10, jit_compile=False
+        )
+        restore = callbacks_lib.ResumableBackup(backup_dir, 2)
+        restore.set_model(other)
+        with self.assertRaisesRegex(
+            ValueError,
+            "^The backup holds 7 dropout seed states and the model has 0: the "
+            "run it belongs to has another model config.*"
+            f"Received: backup_dir={backup_dir}$",
+        ):
+            restore.on_train_begin()

@@ -17,7 +17,12 @@ from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training import preemption
 from tests.data import fixtures
 from tests.test_case import TestCase
-from tests.training.test_trainer import FirstStepRecorder, run_tiny_training
+from tests.training.test_callbacks import PoisonAt, compiled_model
+from tests.training.test_trainer import (
+    FirstStepRecorder,
+    global_batch,
+    run_tiny_training,
+)
 
 
 class SignalDuring(keras.callbacks.Callback):
@@ -250,6 +255,37 @@ class SaveOnPreemptionTest(TestCase):
         callback = preemption.SaveOnPreemption(None, tf.distribute.get_strategy())
         with self.assertRaisesRegex(RuntimeError, "catching_signals"):
             callback.on_train_begin()
+
+    @parameterized.named_parameters(
+        ("nan_loss", 1),  # The weights broke at step 1: step 2's loss is NaN.
+        ("nan_weights", 2),  # Step 2's update broke them, under a finite loss.
+    )
+    def test_a_signal_after_a_non_finite_step_saves_no_backup(self, poison_step):
+        # SIGTERM during step 2, mid-interval (3 steps): its backup would be
+        # the resume point of the rerun, a NaN model.
+        backup_dir = os.path.join(fixtures.tempdir(self), "backup")
+        backup = callbacks_lib.ResumableBackup(backup_dir, steps_per_epoch=3)
+        save = preemption.SaveOnPreemption(backup, tf.distribute.get_strategy())
+        nan_stop = callbacks_lib.StopOnNaN()
+        model = compiled_model()
+        with save.catching_signals():
+            model.fit(
+                tf.data.Dataset.from_tensors(global_batch()).repeat(),
+                epochs=1,
+                steps_per_epoch=3,
+                callbacks=[
+                    SignalDuring(2),
+                    PoisonAt(poison_step),
+                    nan_stop,
+                    backup,
+                    save,
+                ],
+                verbose=0,
+            )
+        # `StopOnNaN` ends the run, as for any NaN.
+        self.assertEqual((save.stopped.step, nan_stop.nan_step), (2, 2))
+        self.assertEqual(backup.saved_step, 0)
+        self.assertEqual(callbacks_lib.ResumableBackup.resume_step(backup_dir), 0)
 
     @parameterized.named_parameters(
         # From worker 1 of 2.
