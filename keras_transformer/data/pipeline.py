@@ -513,7 +513,7 @@ def load_or_train_tokenizer(
 
     def side(index):
         # Streamed: TFDS splits (WMT14 en-fr has 36M pairs) never sit in
-        # memory as Python strings; sentencepiece samples `max_sentences`.
+        # memory as Python strings; `train_subword_vocab` keeps a sample.
         with sources.read_errors(spec, "train", data_dir):
             for pair in pairs.as_numpy_iterator():
                 yield pair[index].decode("utf-8")

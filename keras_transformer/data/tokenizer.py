@@ -6,6 +6,7 @@ UTF-8 byte pieces, so unknown characters survive a round trip.
 """
 
 import os
+import random
 import re
 import tempfile
 from collections.abc import Iterable
@@ -16,7 +17,7 @@ import tensorflow_text as tf_text
 from sentencepiece import sentencepiece_model_pb2
 
 from keras_transformer import files, tokens
-from keras_transformer.checks import is_integer
+from keras_transformer.checks import check_positive_int, is_integer
 from keras_transformer.data import text_files
 
 _SPECIAL_PIECES = (
@@ -67,10 +68,10 @@ def train_subword_vocab(
             then `model_prefix.model`, which appears whole or not at all.
         character_coverage: share of characters that get their own piece;
             the rarest rest is spelled with byte pieces.
-        max_sentences: at most this many sentences, sampled with `seed`,
-            are used to learn the merges (sentencepiece's
-            `input_sentence_size`). Sentences longer than 4192 UTF-8 bytes
-            are skipped.
+        max_sentences: at most this many sentences are used to learn the
+            merges: all of them when there are no more, else a uniform
+            sample drawn with `seed`. Sentences longer than 4192 UTF-8 bytes
+            are skipped (before sampling).
         seed: seed of that sampling.
 
     Returns:
@@ -84,22 +85,26 @@ def train_subword_vocab(
             never silently smaller than asked.
     """
     vocab_size = check_vocab_size(vocab_size)
-    counted = _CountingIterator(sentences)
-    spm.set_random_generator_seed(seed)
+    max_sentences = check_positive_int("max_sentences", max_sentences)
+    sample, num_sentences = _sample_sentences(sentences, max_sentences, seed)
     # sentencepiece writes with C++ file APIs that know only local paths:
     # train into a local folder, then copy with tf.io.gfile.
     with tempfile.TemporaryDirectory() as local_folder:
         local_prefix = os.path.join(local_folder, "vocab")
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=counted,
+                sentence_iterator=iter(sample),
                 model_prefix=local_prefix,
                 model_type="bpe",
                 vocab_size=vocab_size,
                 character_coverage=character_coverage,
                 byte_fallback=True,
-                input_sentence_size=max_sentences,
-                shuffle_input_sentence=True,
+                # The sample, whole: sentencepiece's own sampling ignores
+                # its seed (`set_random_generator_seed`, sentencepiece 0.2),
+                # so a corpus larger than it learned another vocabulary in
+                # each process (each worker of a multi-worker run).
+                input_sentence_size=0,
+                shuffle_input_sentence=False,
                 max_sentence_length=_MAX_SENTENCE_BYTES,
                 pad_id=tokens.PAD_ID,
                 unk_id=tokens.UNK_ID,
@@ -112,11 +117,7 @@ def train_subword_vocab(
                 minloglevel=2,
             )
         except RuntimeError as error:
-            if counted.error is not None:
-                # The sentences' own error (a damaged corpus file, say),
-                # which sentencepiece reports inside its own.
-                raise counted.error from None
-            raise _training_error(error, vocab_size, counted.count) from error
+            raise _training_error(error, vocab_size, num_sentences) from error
         with open(local_prefix + ".model", "rb") as f:
             model = sentencepiece_model_pb2.ModelProto.FromString(f.read())
         # The model records its prefix: the caller's, not the temporary
@@ -144,28 +145,27 @@ def _write_model_file(path: str, model_proto: bytes) -> None:
         f.write(model_proto)
 
 
-class _CountingIterator:
-    """Iterates over sentences, counting them and keeping the error that
-    their iterator raised, for the error messages."""
-
-    def __init__(self, sentences):
-        self._sentences = iter(sentences)
-        self.count = 0
-        self.error = None
-
-    def __iter__(self):
-        return self
-
-    def __next__(self):
-        try:
-            sentence = next(self._sentences)
-        except StopIteration:
-            raise
-        except Exception as error:
-            self.error = error
-            raise
-        self.count += 1
-        return sentence
+def _sample_sentences(sentences, max_sentences, seed):
+    """`(sample, count)`: the `count` sentences read, and at most
+    `max_sentences` of those sentencepiece would not skip (by length), in
+    corpus order when they are no more, else a uniform sample drawn with
+    `seed` (reservoir sampling, Knuth's Algorithm R), which holds only the
+    sample in memory."""
+    rng = random.Random(seed)
+    sample = []
+    usable = count = 0
+    for sentence in sentences:
+        count += 1
+        if len(sentence.encode("utf-8")) > _MAX_SENTENCE_BYTES:
+            continue
+        usable += 1
+        if len(sample) < max_sentences:
+            sample.append(sentence)
+        else:
+            index = rng.randrange(usable)
+            if index < max_sentences:
+                sample[index] = sentence
+    return sample, count
 
 
 def vocabulary_pieces(path: str) -> list[str]:

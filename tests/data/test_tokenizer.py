@@ -5,6 +5,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 import sentencepiece as spm
 import tensorflow as tf
@@ -72,22 +73,57 @@ class TrainSubwordVocabTest(test_case.TestCase):
         self.assertLen(pieces[0], 330)
         self.assertEqual(pieces[0], pieces[1])
 
-    def test_learns_from_at_most_max_sentences(self):
-        # 300 sentences, each with a character of its own: the vocabulary's
-        # characters are those of the sentences sampled.
+    def learned_markers(self, max_sentences, seed=0):
+        """The sentences a vocabulary was learned from, of 300 that each
+        have a character of their own: the characters it has pieces for."""
         markers = [chr(0x4E00 + index) for index in range(300)]
         corpus = [" ".join(marker * n for n in range(1, 5)) for marker in markers]
         path = tokenizer_lib.train_subword_vocab(
-            corpus, 600, os.path.join(fixtures.tempdir(self), "m"), max_sentences=101
+            corpus,
+            600,
+            os.path.join(fixtures.tempdir(self), "m"),
+            max_sentences=max_sentences,
+            seed=seed,
         )
         processor = spm.SentencePieceProcessor(model_file=path)
-        learned = {
+        return {
             character
             for index in range(processor.get_piece_size())
             for character in processor.id_to_piece(index)
             if character in markers
         }
-        self.assertEqual(len(learned), 101)
+
+    def test_learns_from_at_most_max_sentences(self):
+        self.assertLen(self.learned_markers(max_sentences=101), 101)
+        self.assertLen(self.learned_markers(max_sentences=300), 300)
+
+    def test_the_seed_chooses_the_sample(self):
+        # sentencepiece's own sampling ignored the seed, and drew another
+        # sample in each process: workers learned different vocabularies.
+        first = self.learned_markers(max_sentences=150, seed=0)
+        self.assertEqual(self.learned_markers(max_sentences=150, seed=0), first)
+        self.assertNotEqual(self.learned_markers(max_sentences=150, seed=1), first)
+
+    def test_sample_is_uniform_seeded_and_skips_what_sentencepiece_would(self):
+        corpus = [str(index) for index in range(1000)]
+        sample, count = tokenizer_lib._sample_sentences(corpus, 100, seed=3)
+        self.assertEqual(count, 1000)
+        self.assertLen(set(sample), 100)
+        self.assertContainsSubset(sample, corpus)
+        self.assertEqual(tokenizer_lib._sample_sentences(corpus, 100, 3)[0], sample)
+        self.assertNotEqual(tokenizer_lib._sample_sentences(corpus, 100, 4)[0], sample)
+        # Not a prefix or a stride: drawn from the whole corpus alike.
+        numbers = sorted(int(sentence) for sentence in sample)
+        self.assertLess(numbers[0], 100)
+        self.assertGreater(numbers[-1], 900)
+        self.assertBetween(np.mean(numbers), 350, 650)
+        # No more than asked for: all of them, in corpus order; too long
+        # ones are skipped, but counted.
+        too_long = "x" * (tokenizer_lib._MAX_SENTENCE_BYTES + 1)
+        self.assertEqual(
+            tokenizer_lib._sample_sentences(["a", too_long, "b"], 5, seed=0),
+            (["a", "b"], 3),
+        )
 
     def test_vocab_larger_than_the_text_supports(self):
         with self.assertRaisesRegex(
