@@ -33,9 +33,14 @@ def check_steps(train_steps: int, steps_per_checkpoint: int) -> None:
             f"steps_per_checkpoint={steps_per_checkpoint}"
         )
     if train_steps % steps_per_checkpoint:
+        lower = train_steps - train_steps % steps_per_checkpoint
+        higher = lower + steps_per_checkpoint
+        options = f"{lower} or {higher}" if lower else f"{higher}"
         raise ValueError(
             "`train_steps` must be a multiple of `steps_per_checkpoint` "
-            "(fit runs whole checkpoint intervals). "
+            f"(fit runs whole checkpoint intervals): train for {options} "
+            "steps, or checkpoint every k steps for a k that divides "
+            "train_steps. "
             f"Received: train_steps={train_steps}, "
             f"steps_per_checkpoint={steps_per_checkpoint}"
         )

@@ -946,9 +946,15 @@ class TrainerTest(TestCase):
     def test_step_settings_are_checked(self):
         with self.assertRaisesRegex(
             ValueError,
-            re.escape("Received: train_steps=5, steps_per_checkpoint=2"),
+            re.escape(
+                "train for 4 or 6 steps, or checkpoint every k steps for a k "
+                "that divides train_steps. "
+                "Received: train_steps=5, steps_per_checkpoint=2"
+            ),
         ):
             run_checks.check_steps(5, 2)
+        with self.assertRaisesRegex(ValueError, "train for 200 steps, or"):
+            run_checks.check_steps(150, 200)
         with self.assertRaisesRegex(ValueError, "must be positive"):
             run_checks.check_steps(0, 1)
 
