@@ -62,6 +62,16 @@ class StepRecorder(keras.callbacks.Callback):
         self.steps.append(callbacks_lib.current_step(self.model))
 
 
+def catch_ctrl_c(test):
+    """Python's own SIGINT handler during `test`: a shell's background job
+    (a test run's too) ignores Ctrl-C, which `catching_signals` then leaves
+    ignored, and a SIGINT the test sends would stop nothing."""
+    handler = signal.signal(signal.SIGINT, signal.default_int_handler)
+    test.addCleanup(
+        signal.signal, signal.SIGINT, signal.SIG_DFL if handler is None else handler
+    )
+
+
 def logged_steps(log_dir, tag="epoch_loss"):
     """The steps of the training TensorBoard summaries `tag` in `log_dir`,
     in the order written."""
@@ -155,6 +165,7 @@ class PreemptionTest(TestCase):
         )
         # Ctrl-C during the last step: the run stops there too, without its
         # final BLEU and model, which the rerun writes without training.
+        catch_ctrl_c(self)
         printed = self.run_until_stopped(
             "^Training stopped on SIGINT at its last step 6, where its backup is "
             "saved: rerun the same command to finish the run, which trains no",
@@ -227,6 +238,7 @@ class SaveOnPreemptionTest(TestCase):
         self.assertTrue(callback.pending)
 
     def test_a_second_ctrl_c_stops_at_once(self):
+        catch_ctrl_c(self)
         callback = preemption.SaveOnPreemption(None, tf.distribute.get_strategy())
         with self.assertRaises(KeyboardInterrupt), callback.catching_signals():
             os.kill(os.getpid(), signal.SIGINT)
