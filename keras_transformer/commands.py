@@ -58,6 +58,26 @@ def progress_printer(stream=sys.stderr):
     return on_batch
 
 
+def define_translation_flags(flag_values=flags.FLAGS):
+    """Defines what the commands that translate share: the required
+    `--model`, `--vocab`, `--batch_size` and `--intra_op_threads`. They are
+    key flags of this module; the command adopts them
+    (`flags.adopt_module_key_flags`) for its --help."""
+    fv = {"flag_values": flag_values}
+    flags.DEFINE_string(
+        "model", None, "Training directory, .keras file or SavedModel directory.", **fv
+    )
+    flags.DEFINE_string(
+        "vocab",
+        None,
+        "Sentencepiece model for a .keras model (default: found beside it).",
+        **fv,
+    )
+    flags.DEFINE_integer("batch_size", 32, "Sentences per batch.", lower_bound=1, **fv)
+    define_threads_flag(flag_values)
+    flags.mark_flag_as_required("model", flag_values=flag_values)
+
+
 def define_threads_flag(flag_values=flags.FLAGS):
     """Defines `--intra_op_threads` for a command that only decodes."""
     flags.DEFINE_integer(

@@ -23,13 +23,8 @@ import sys
 
 from absl import app, flags
 
-from keras_transformer import files
-from keras_transformer.commands import (
-    define_threads_flag,
-    fail,
-    progress_printer,
-    run_command,
-)
+from keras_transformer import commands, files
+from keras_transformer.commands import fail, progress_printer, run_command
 from keras_transformer.data.text_files import read_sentences
 from keras_transformer.training import run_checks
 
@@ -39,15 +34,8 @@ FLAGS = flags.FLAGS
 def define_flags(flag_values=FLAGS):
     """Defines the evaluate flags on `flag_values`."""
     fv = {"flag_values": flag_values}
-    flags.DEFINE_string(
-        "model", None, "Training directory, .keras file or SavedModel directory.", **fv
-    )
-    flags.DEFINE_string(
-        "vocab",
-        None,
-        "Sentencepiece model for a .keras model (default: found beside it).",
-        **fv,
-    )
+    commands.define_translation_flags(flag_values)
+    flags.adopt_module_key_flags(commands, flag_values=flag_values)
     flags.DEFINE_string("src", None, "Source sentences, one per line.", **fv)
     flags.DEFINE_string("ref", None, "Reference translations, one per line.", **fv)
     flags.DEFINE_string(
@@ -88,11 +76,6 @@ def define_flags(flag_values=FLAGS):
         "vocabulary.",
         **fv,
     )
-    flags.DEFINE_integer("batch_size", 32, "Sentences per batch.", lower_bound=1, **fv)
-    define_threads_flag(flag_values)
-    # Defined in keras_transformer.commands: listed by --help only as key.
-    flags.declare_key_flag("intra_op_threads", flag_values=flag_values)
-    flags.mark_flag_as_required("model", flag_values=flag_values)
 
 
 def _run_files(model: str) -> list[tuple[str, str, str]]:

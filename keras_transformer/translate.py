@@ -16,63 +16,55 @@ import sys
 
 from absl import flags
 
-from keras_transformer.commands import (
-    define_threads_flag,
-    fail,
-    progress_printer,
-    run_command,
-)
+from keras_transformer import commands
+from keras_transformer.commands import fail, progress_printer, run_command
 from keras_transformer.data.text_files import read_sentences, split_lines
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string(
-    "model", None, "Training directory, .keras file or SavedModel directory."
-)
-flags.DEFINE_string(
-    "vocab", None, "Sentencepiece model for a .keras model (default: found beside it)."
-)
-flags.DEFINE_string(
-    "input",
-    None,
-    "File of sentences, one per line (default: the arguments, else stdin).",
-)
-flags.DEFINE_integer("batch_size", 32, "Sentences per batch.", lower_bound=1)
-define_threads_flag()
-# Defined in keras_transformer.commands: listed by --help only as key.
-flags.declare_key_flag("intra_op_threads")
-flags.mark_flag_as_required("model")
 
 
-def main(argv):
+def define_flags(flag_values=FLAGS):
+    """Defines the translate flags on `flag_values`."""
+    commands.define_translation_flags(flag_values)
+    flags.adopt_module_key_flags(commands, flag_values=flag_values)
+    flags.DEFINE_string(
+        "input",
+        None,
+        "File of sentences, one per line (default: the arguments, else stdin).",
+        flag_values=flag_values,
+    )
+
+
+def main(argv, flag_values=FLAGS):
     import tensorflow as tf
 
     from keras_transformer import inference
 
     try:
         # Before TensorFlow's first op: the setting is fixed once it starts.
-        inference.set_decoding_threads(FLAGS.model, FLAGS.intra_op_threads)
+        inference.set_decoding_threads(flag_values.model, flag_values.intra_op_threads)
         if len(argv) > 1:
-            if FLAGS.input:
+            if flag_values.input:
                 raise ValueError(
                     "Pass sentences as arguments or --input, not both. "
-                    f"Received: input={FLAGS.input}, arguments={argv[1:]}"
+                    f"Received: input={flag_values.input}, arguments={argv[1:]}"
                 )
             sentences, on_batch = _arguments(argv[1:]), None
-        elif FLAGS.input:
+        elif flag_values.input:
             sentences, on_batch = (
-                read_sentences(FLAGS.input, "input"),
+                read_sentences(flag_values.input, "input"),
                 progress_printer(),
             )
         else:
             # Bytes, split as --input files are (on "\n" only, checked UTF-8).
             sentences = split_lines(sys.stdin.buffer.read(), "standard input")
             on_batch = None
-        translator = inference.load_translator(FLAGS.model, FLAGS.vocab)
+        translator = inference.load_translator(flag_values.model, flag_values.vocab)
     except (ValueError, OSError, TypeError, tf.errors.OpError) as error:
         # User errors: one line, no traceback. The tf.errors come from an
         # unreadable --vocab or input file (missing, or a directory).
         return fail("translate", error)
-    translations = translator.translate(sentences, FLAGS.batch_size, on_batch)
+    translations = translator.translate(sentences, flag_values.batch_size, on_batch)
     # UTF-8 bytes, not `print`: under a non-UTF-8 locale (e.g. LANG=C on
     # old systems, or PYTHONIOENCODING=ascii) printing "Königin" raised
     # UnicodeEncodeError after the whole input was translated.
@@ -105,7 +97,7 @@ def _arguments(arguments):
 def run():
     """Entry point of `python -m keras_transformer.translate`, of the installed
     `keras-transformer-translate` command."""
-    run_command(__name__, main)
+    run_command(__name__, main, define_flags)
 
 
 if __name__ == "__main__":

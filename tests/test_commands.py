@@ -43,12 +43,11 @@ class TranslateFlagsTest(TestCase):
     def test_help_lists_the_threads_flag(self):
         # Defined in keras_transformer.commands: --help lists only the main
         # module's key flags.
-        key_flags = flags.FLAGS.get_key_flags_for_module(translate)
-        self.assertIn("intra_op_threads", [flag.name for flag in key_flags])
-        flag_values = flags.FlagValues()
-        evaluate.define_flags(flag_values)
-        key_flags = flag_values.get_key_flags_for_module(evaluate)
-        self.assertIn("intra_op_threads", [flag.name for flag in key_flags])
+        for command in (translate, evaluate):
+            flag_values = flags.FlagValues()
+            command.define_flags(flag_values)
+            key_flags = flag_values.get_key_flags_for_module(command)
+            self.assertIn("intra_op_threads", [flag.name for flag in key_flags])
 
 
 def console_scripts():
