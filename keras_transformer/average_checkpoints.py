@@ -75,8 +75,8 @@ def main(argv, flag_values=FLAGS):
 
 
 def run():
-    """Entry point of `python -m keras_transformer.average_checkpoints`, of the installed
-    `keras-transformer-average-checkpoints` command."""
+    """Entry point of `python -m keras_transformer.average_checkpoints` and
+    of the installed `keras-transformer-average-checkpoints` command."""
     run_command(__name__, main, define_flags)
 
 

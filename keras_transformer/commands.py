@@ -1,12 +1,12 @@
-"""What the command-line tools share: how they run, errors, progress and
-the threads flag."""
+"""What the command-line tools share: how they run, errors, progress, and
+the flags of those that translate."""
 
 import sys
 
 from absl import app, flags
 
 
-def run_command(module_name: str, main, define_flags=None) -> None:
+def run_command(module_name: str, main, define_flags) -> None:
     """Runs a command's `main` with absl's `app.run`, however it started:
     `python -m keras_transformer.<command>`, a script of the repository
     (`train.py`) or an installed console script (`keras-transformer-train`).
@@ -18,15 +18,18 @@ def run_command(module_name: str, main, define_flags=None) -> None:
     Args:
         module_name: the `__name__` of the command's module.
         main: its `main(argv)`.
-        define_flags: its `define_flags()`, if its flags are not defined at
-            import.
+        define_flags: its `define_flags()`, which defines its flags.
     """
-    if define_flags is not None:
-        define_flags()
+    define_flags()
     # Under `python -m`, absl already registered them as sys.argv[0]'s.
     if module_name != "__main__":
         for flag in flags.FLAGS.get_key_flags_for_module(module_name):
             flags.FLAGS.register_key_flag_for_module(sys.argv[0], flag)
+        # --help starts with the main module's docstring; a console
+        # script's has none.
+        script = sys.modules["__main__"]
+        if not script.__doc__:
+            script.__doc__ = sys.modules[module_name].__doc__
     app.run(main)
 
 

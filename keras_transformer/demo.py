@@ -240,7 +240,7 @@ def main(argv, flag_values=FLAGS):
 
 
 def run():
-    """Entry point of `python -m keras_transformer.demo`, of the installed
+    """Entry point of `python -m keras_transformer.demo`, and of the installed
     `keras-transformer-demo` command."""
     run_command(__name__, main, define_flags)
 

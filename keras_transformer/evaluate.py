@@ -417,8 +417,8 @@ def main(argv, flag_values=FLAGS):
 
 
 def run():
-    """Entry point of `python -m keras_transformer.evaluate`, of the installed
-    `keras-transformer-evaluate` command."""
+    """Entry point of `python -m keras_transformer.evaluate`,
+    and of the installed `keras-transformer-evaluate` command."""
     run_command(__name__, main, define_flags)
 
 

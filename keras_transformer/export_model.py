@@ -348,8 +348,9 @@ def main(argv):
 
 
 def run():
-    """Entry point of `python -m keras_transformer.export_model`, of the installed
-    `keras-transformer-export` command and `export/export_model.py`."""
+    """Entry point of `python -m keras_transformer.export_model`,
+    of the installed `keras-transformer-export` command and of
+    `export/export_model.py`."""
     run_command(__name__, main, define_flags)
 
 

@@ -83,8 +83,8 @@ def main(argv, flag_values=FLAGS):
 
 
 def run():
-    """Entry point of `python -m keras_transformer.plot_attention`, of the installed
-    `keras-transformer-plot-attention` command."""
+    """Entry point of `python -m keras_transformer.plot_attention`,
+    and of the installed `keras-transformer-plot-attention` command."""
     run_command(__name__, main, define_flags)
 
 

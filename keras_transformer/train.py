@@ -386,7 +386,7 @@ def main(argv, flag_values=FLAGS):
 
 
 def run():
-    """Entry point of `python -m keras_transformer.train`, of the installed
+    """Entry point of `python -m keras_transformer.train`, and of the installed
     `keras-transformer-train` command and `train.py`."""
     run_command(__name__, main, define_flags)
 

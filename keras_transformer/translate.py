@@ -95,8 +95,8 @@ def _arguments(arguments):
 
 
 def run():
-    """Entry point of `python -m keras_transformer.translate`, of the installed
-    `keras-transformer-translate` command."""
+    """Entry point of `python -m keras_transformer.translate`,
+    and of the installed `keras-transformer-translate` command."""
     run_command(__name__, main, define_flags)
 
 

@@ -90,8 +90,9 @@ class ConsoleScriptsTest(TestCase):
     def test_console_scripts_list_their_flags(self):
         # A console script imports the command's module and calls `run`,
         # with its own path as sys.argv[0]: absl's --helpshort lists that
-        # main module's key flags, which are the command module's. Flags
-        # defined by `define_flags` (train) and at import (translate).
+        # main module's key flags, which are the command module's (the
+        # translate ones partly adopted from keras_transformer.commands),
+        # and starts with the command module's docstring.
         scripts = console_scripts()
         for command, expected in (
             ("keras-transformer-train", ("--preset", "--data", "--train_steps")),
@@ -112,6 +113,8 @@ class ConsoleScriptsTest(TestCase):
             )
             with self.subTest(command):
                 self.assertNotIn("Traceback", result.stderr)
+                summary = importlib.import_module(module).__doc__.splitlines()[0]
+                self.assertTrue(result.stdout.startswith(summary), result.stdout[:200])
                 for name in expected:
                     self.assertIn(f"\n  {name}:", result.stdout)
 

@@ -81,11 +81,16 @@ def train_subword_vocab(
         ValueError: if `vocab_size` is too small for the special, byte and
             character pieces, or larger than the text supports (the message
             gives the limit), or if `sentences` is empty or holds no usable
-            sentence (all blank or longer than 4192 bytes). A vocabulary is
-            never silently smaller than asked.
+            sentence (all blank or longer than 4192 bytes); if
+            `max_sentences` is not a positive integer or `seed` not an
+            integer. A vocabulary is never silently smaller than asked.
     """
     vocab_size = check_vocab_size(vocab_size)
     max_sentences = check_positive_int("max_sentences", max_sentences)
+    if not is_integer(seed):
+        # random.Random(None) would seed from the OS: another sample in
+        # each process.
+        raise ValueError(f"`seed` must be an integer. Received: seed={seed!r}")
     sample, num_sentences = _sample_sentences(sentences, max_sentences, seed)
     # sentencepiece writes with C++ file APIs that know only local paths:
     # train into a local folder, then copy with tf.io.gfile.
@@ -93,7 +98,9 @@ def train_subword_vocab(
         local_prefix = os.path.join(local_folder, "vocab")
         try:
             spm.SentencePieceTrainer.train(
-                sentence_iterator=iter(sample),
+                # Each sentence freed once sentencepiece has its copy: the
+                # sample is not held twice.
+                sentence_iterator=_drain(sample),
                 model_prefix=local_prefix,
                 model_type="bpe",
                 vocab_size=vocab_size,
@@ -146,17 +153,17 @@ def _write_model_file(path: str, model_proto: bytes) -> None:
 
 
 def _sample_sentences(sentences, max_sentences, seed):
-    """`(sample, count)`: the `count` sentences read, and at most
-    `max_sentences` of those sentencepiece would not skip (by length), in
-    corpus order when they are no more, else a uniform sample drawn with
-    `seed` (reservoir sampling, Knuth's Algorithm R), which holds only the
-    sample in memory."""
+    """`(sample, count)`: at most `max_sentences` of the `count` sentences
+    read, of those sentencepiece would not skip; all of them in corpus order
+    when they are no more, else a uniform sample drawn with `seed`
+    (reservoir sampling, Knuth's Algorithm R), which holds only the sample
+    in memory."""
     rng = random.Random(seed)
     sample = []
     usable = count = 0
     for sentence in sentences:
         count += 1
-        if len(sentence.encode("utf-8")) > _MAX_SENTENCE_BYTES:
+        if not _learnable(sentence):
             continue
         usable += 1
         if len(sample) < max_sentences:
@@ -166,6 +173,23 @@ def _sample_sentences(sentences, max_sentences, seed):
             if index < max_sentences:
                 sample[index] = sentence
     return sample, count
+
+
+def _learnable(sentence):
+    """Whether sentencepiece's trainer keeps `sentence`: not blank, at most
+    `_MAX_SENTENCE_BYTES` long, without the U+2585 it reserves."""
+    return (
+        bool(sentence.strip())
+        and "\u2585" not in sentence
+        and len(sentence.encode("utf-8")) <= _MAX_SENTENCE_BYTES
+    )
+
+
+def _drain(sentences):
+    """Yields the items of the list `sentences` in order, emptying it."""
+    sentences.reverse()
+    while sentences:
+        yield sentences.pop()
 
 
 def vocabulary_pieces(path: str) -> list[str]:

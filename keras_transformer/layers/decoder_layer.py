@@ -146,6 +146,9 @@ class TransformerDecoderLayer(TransformerLayer):
             "feed_forward": self.feed_forward.decoding_weights(),
         }
 
+    def compute_output_shape(self, inputs_shape, memory_shape=None):
+        return inputs_shape
+
     def compute_output_spec(
         self,
         inputs,

@@ -1,4 +1,5 @@
-"""Attention masks: padding (from token ids) and causal (section 3.2.3).
+"""Attention masks: padding (from token ids) and causal (section 3.2.3),
+and the layers' reading of Keras masks (`apply_keras_mask`).
 
 Masks are boolean, True where a query may attend to a key. Shape legend:
 B batch, T query length, S key length.

@@ -97,7 +97,7 @@ class TransformerEncoder(_Stack):
         num_layers: N.
         num_heads, d_ff, key_dim, value_dim, dropout, attention_dropout,
         norm_position, layer_norm_epsilon, attention_bias: as in
-        `TransformerEncoderLayer`.
+        `TransformerLayer`.
         **kwargs: base layer keyword arguments.
 
     Call arguments:
@@ -182,7 +182,7 @@ class TransformerDecoder(_Stack):
         num_layers: N.
         num_heads, d_ff, key_dim, value_dim, dropout, attention_dropout,
         norm_position, layer_norm_epsilon, attention_bias: as in
-        `TransformerDecoderLayer`.
+        `TransformerLayer` (`attention_bias` of both attentions).
         **kwargs: base layer keyword arguments.
 
     Call arguments:

@@ -130,7 +130,7 @@ class TransformerLayer(keras.layers.Layer):
             name=name,
         )
 
-    def compute_output_shape(self, inputs_shape, *args, **kwargs):
+    def compute_output_shape(self, inputs_shape):
         return inputs_shape
 
     def get_config(self):

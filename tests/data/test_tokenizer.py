@@ -1,6 +1,7 @@
 """Tests of BPE vocabulary training and the in-graph SubwordTokenizer."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -117,13 +118,53 @@ class TrainSubwordVocabTest(test_case.TestCase):
         self.assertLess(numbers[0], 100)
         self.assertGreater(numbers[-1], 900)
         self.assertBetween(np.mean(numbers), 350, 650)
-        # No more than asked for: all of them, in corpus order; too long
-        # ones are skipped, but counted.
-        too_long = "x" * (tokenizer_lib._MAX_SENTENCE_BYTES + 1)
+        # No more than asked for: all of them, in corpus order; those that
+        # sentencepiece would skip are skipped, but counted.
+        longest = "x" * tokenizer_lib._MAX_SENTENCE_BYTES
+        skipped = [longest + "x", " ", "\u2585 a"]
         self.assertEqual(
-            tokenizer_lib._sample_sentences(["a", too_long, "b"], 5, seed=0),
-            (["a", "b"], 3),
+            tokenizer_lib._sample_sentences(["a", *skipped, longest], 5, seed=0),
+            (["a", longest], 5),
         )
+
+    def test_sampling_arguments_are_checked(self):
+        for name, value in (("max_sentences", 0), ("seed", None), ("seed", 1.5)):
+            with (
+                self.subTest(name, value=value),
+                self.assertRaisesRegex(ValueError, re.escape(f"`{name}` must be")),
+            ):
+                tokenizer_lib.train_subword_vocab(
+                    fixtures.sentences(), 330, "unused", **{name: value}
+                )
+
+    @pytest.mark.slow
+    def test_two_processes_learn_the_same_sample(self):
+        # As the workers of a multi-worker run do, each its own vocabulary.
+        code = textwrap.dedent(
+            """
+            import hashlib, os, sys, tempfile
+            from keras_transformer.data import tokenizer
+            corpus = [f"s{i} " + " ".join(str(i * j % 97) for j in range(8))
+                      for i in range(2000)]
+            path = tokenizer.train_subword_vocab(
+                corpus, 400, os.path.join(tempfile.mkdtemp(), "m"),
+                max_sentences=300)
+            print(hashlib.sha256(
+                "\\n".join(tokenizer.vocabulary_pieces(path)).encode()).hexdigest())
+            """
+        )
+        runs = [
+            subprocess.Popen(
+                [sys.executable, "-c", code],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
+            for _ in range(2)
+        ]
+        digests = [run.communicate(timeout=300)[0].strip() for run in runs]
+        self.assertRegex(digests[0], "^[0-9a-f]{64}$")
+        self.assertEqual(digests[0], digests[1])
 
     def test_vocab_larger_than_the_text_supports(self):
         with self.assertRaisesRegex(

@@ -866,6 +866,45 @@ class OutputsTest(TestCase):
         self.assertIsInstance(decoder_layer, layers.TransformerLayer)
 
 
+class WeightPathsTest(TestCase):
+    def test_weight_paths_and_order_are_those_saved_files_hold(self):
+        # A `.keras` file stores each layer's weights by these paths, in
+        # this order: a refactor that renames a sublayer or builds them in
+        # another order would no longer load the models already trained.
+        encoder_layer = layers.TransformerEncoderLayer(num_heads=2, d_ff=16, name="e")
+        encoder_layer(np.zeros((1, 3, 8), "float32"))
+        decoder_layer = layers.TransformerDecoderLayer(num_heads=2, d_ff=16, name="d")
+        decoder_layer(np.zeros((1, 3, 8), "float32"), memory=np.zeros((1, 4, 8)))
+
+        def paths(prefix, cross):
+            residuals = ["self_attention", "feed_forward"] + ["cross_attention"] * cross
+            attentions = ["self_attention"] + ["cross_attention"] * cross
+            return (
+                [
+                    f"{prefix}/feed_forward/{name}"
+                    for name in (
+                        "inner/kernel",
+                        "inner/bias",
+                        "outer/kernel",
+                        "outer/bias",
+                    )
+                ]
+                + [
+                    f"{prefix}/{residual}_residual/layer_norm/{name}"
+                    for residual in residuals
+                    for name in ("gamma", "beta")
+                ]
+                + [
+                    f"{prefix}/{attention}/{name}_kernel"
+                    for attention in attentions
+                    for name in ("query", "key", "value", "output")
+                ]
+            )
+
+        self.assertEqual([w.path for w in encoder_layer.weights], paths("e", False))
+        self.assertEqual([w.path for w in decoder_layer.weights], paths("d", True))
+
+
 class SymbolicCallTest(TestCase):
     """Symbolic calls (functional models) return what eager calls return."""
 
