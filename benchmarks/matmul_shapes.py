@@ -9,8 +9,11 @@ products. Each projection x W ([N, I] x [I, O], N the step's target tokens)
 comes with its backward pass's two: the input gradient dy W^T and the
 weight gradient x^T dy, whose left operand is read transposed; then the
 logits against the shared embedding E ([V, D]) and their two gradients.
-TensorFlow's dy W^T here is its transposed 2-D `MatMul`, which the model's
-projections avoid (`layers.project`).
+TensorFlow's products are its 2-D `MatMul` (`tensorflow_gflop_per_s`) and
+the same product as a batched matmul of one matrix with adjoint flags
+(`tensorflow_batched_gflop_per_s`), the form the model's projections take
+for dy W^T, and for x^T dy where x is the wider operand (`layers.project`):
+oneDNN runs the two through different kernels.
 """
 
 import json
@@ -54,16 +57,22 @@ def products(config):
     ]
 
 
-def gflop_per_s(left, right, transpose_a, transpose_b, jit_compile):
-    """One product's median speed over `--steps` calls."""
+def gflop_per_s(left, right, transpose_a, transpose_b, jit_compile, batched=False):
+    """One product's median speed over `--steps` calls; `batched`: as a
+    `BatchMatMulV2` of [1, ...] operands."""
     import tensorflow as tf
 
     a = tf.random.normal(left)
     b = tf.random.normal(right)
-    matmul = tf.function(
-        lambda: tf.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b),
-        jit_compile=jit_compile,
-    )
+
+    def product():
+        if batched:
+            return tf.linalg.matmul(
+                a[None], b[None], adjoint_a=transpose_a, adjoint_b=transpose_b
+            )[0]
+        return tf.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
+
+    matmul = tf.function(product, jit_compile=jit_compile)
     median, _, _ = workloads.time_calls(lambda: matmul().numpy(), 1, FLAGS.steps)
     inner = left[0] if transpose_a else left[1]
     outer = (left[1] if transpose_a else left[0]) * (
@@ -84,8 +93,12 @@ def main(argv):
             "left": product[0],
             "right": product[1],
         }
-        for path, jit_compile in [("tensorflow", False), ("xla", True)]:
-            speed = gflop_per_s(*product, jit_compile)
+        for path, jit_compile, batched in [
+            ("tensorflow", False, False),
+            ("tensorflow_batched", False, True),
+            ("xla", True, False),
+        ]:
+            speed = gflop_per_s(*product, jit_compile, batched)
             row[f"{path}_gflop_per_s"] = round(speed, 1)
         print(json.dumps(row))
 

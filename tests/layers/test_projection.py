@@ -32,16 +32,26 @@ class ProjectTest(TestCase):
         self.kernel = tf.constant(rng.normal(size=(5, 3)), tf.float32)
         self.bias = tf.constant(rng.normal(size=(3,)), tf.float32)
 
-    @parameterized.product(with_bias=(True, False), mode=("eager", "graph", "xla"))
-    def test_values_and_gradients_are_the_matmuls(self, with_bias, mode):
-        bias = self.bias if with_bias else None
+    @parameterized.product(
+        with_bias=(True, False),
+        mode=("eager", "graph", "xla"),
+        # Wider and narrower inputs than outputs: the kernel's gradient
+        # takes another op for each.
+        widths=((5, 3), (3, 5)),
+    )
+    def test_values_and_gradients_are_the_matmuls(self, with_bias, mode, widths):
+        rng = np.random.default_rng(1)
+        inputs = tf.constant(rng.normal(size=(6, widths[0])), tf.float32)
+        kernel = tf.constant(rng.normal(size=widths), tf.float32)
+        bias = tf.constant(rng.normal(size=widths[1:]), tf.float32)
+        bias = bias if with_bias else None
 
         def ours(inputs, kernel, bias):
             return projection.project(inputs, kernel, bias, training=True)
 
         def run(fn):
             def call():
-                return _values_and_gradients(fn, self.inputs, self.kernel, bias)
+                return _values_and_gradients(fn, inputs, kernel, bias)
 
             if mode != "eager":
                 call = tf.function(call, jit_compile=mode == "xla")
@@ -72,6 +82,38 @@ class ProjectTest(TestCase):
         self.assertFalse(
             any(op.type == "MatMul" and op.get_attr("transpose_b") for op in ops)
         )
+
+    def test_kernel_gradient_of_wider_inputs_avoids_the_transposed_2d_matmul(self):
+        # `inputs^T upstream` as `BatchMatMulV2(adj_x)` when `inputs` is the
+        # wider operand, else as a 2-D `MatMul(transpose_a)`.
+        def kernel_gradient_ops(width, units):
+            inputs = tf.zeros([4, width])
+            kernel = tf.zeros([width, units])
+
+            @tf.function
+            def gradient():
+                with tf.GradientTape() as tape:
+                    tape.watch(kernel)
+                    outputs = projection.project(inputs, kernel, training=True)
+                return tape.gradient(outputs, kernel)
+
+            ops = gradient.get_concrete_function().graph.get_operations()
+            return {
+                "adj_x": any(
+                    op.type == "BatchMatMulV2" and op.get_attr("adj_x") for op in ops
+                ),
+                "transpose_a": any(
+                    op.type == "MatMul" and op.get_attr("transpose_a") for op in ops
+                ),
+            }
+
+        self.assertEqual(
+            kernel_gradient_ops(8, 2), {"adj_x": True, "transpose_a": False}
+        )
+        for width in (2, 8):
+            self.assertEqual(
+                kernel_gradient_ops(width, 8), {"adj_x": False, "transpose_a": True}
+            )
 
     def test_outside_training_the_plain_ops_run(self):
         graph = (
