@@ -174,26 +174,69 @@ def load_tfds_split(
 
 @contextlib.contextmanager
 def read_errors(name: str, split: str, data_dir: str | None = None):
-    """Raises TensorFlow's error for a damaged file of a prepared split (a
-    truncated or vanished shard), met while the block reads the split, as
-    a one-line ValueError that says to copy or prepare the data again.
+    """Raises TensorFlow's error for a damaged file of a prepared split,
+    met while the block reads the split, as a one-line ValueError that
+    names the damaged files and says to copy or prepare the data again.
+
+    A file cut in the middle of a record fails as a `DataLossError`, a
+    vanished one as a `NotFoundError`, and one cut at a record boundary as
+    the `FailedPreconditionError` of TFDS's check of the split's length.
 
     Raises:
-        ValueError: for a `tf.errors.DataLossError` or `NotFoundError`.
+        ValueError: for a `tf.errors.DataLossError`, `NotFoundError` or
+            `FailedPreconditionError`.
     """
     try:
         yield
-    except (tf.errors.DataLossError, tf.errors.NotFoundError) as error:
+    except (
+        tf.errors.DataLossError,
+        tf.errors.NotFoundError,
+        tf.errors.FailedPreconditionError,
+    ) as error:
         # The reason, without the function and op names around it.
         reason = re.sub(r"^\{\{function_node [^}]*\}\}\s*", "", error.message)
         reason = re.sub(r"\s*\[Op:\w+\].*$", "", reason, flags=re.DOTALL)
+        damaged = _damaged_files(name, split, data_dir)
+        found = f" Damaged: {'; '.join(damaged)}." if damaged else ""
         raise ValueError(
             f"Reading the {split} split of the TFDS dataset {name} in "
-            f"{data_root(data_dir)} failed: {reason.strip()}. Its "
-            "prepared files are damaged or incomplete (an interrupted "
-            "preparation or copy?): copy or prepare the dataset again. "
-            f"Received: name={name}, split={split}, data_dir={data_dir}"
+            f"{data_root(data_dir)} failed: {reason.strip().rstrip('.')}."
+            f"{found} Its prepared files are damaged or incomplete (an "
+            "interrupted preparation or copy?): copy or prepare the dataset "
+            f"again. Received: name={name}, split={split}, data_dir={data_dir}"
         ) from None
+
+
+def _damaged_files(name: str, split: str, data_dir: str | None = None) -> list[str]:
+    """The files of a prepared split that cannot be read whole or hold
+    another number of examples than its metadata records, each with what
+    is wrong ("PATH (3 of its 5 examples)"); [] if none is, or if the
+    metadata cannot say (then the caller's error stands alone).
+
+    Every file is read (records only, not parsed): called after reading
+    failed, to name the file.
+    """
+    try:
+        builder = tfds.builder(name, data_dir=data_dir)
+        info = builder.info.splits[TFDS_SPLITS[split]]
+        paths = [str(path) for path in info.filepaths]
+        lengths = list(info.shard_lengths)
+    except Exception:  # The metadata's own errors are raised elsewhere.
+        return []
+    damaged = []
+    for path, expected in zip(paths, lengths):
+        records = tf.data.TFRecordDataset(path)
+        try:
+            count = int(records.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
+        except tf.errors.NotFoundError:
+            damaged.append(f"{path} (missing)")
+            continue
+        except tf.errors.DataLossError:
+            damaged.append(f"{path} (a record cut short or damaged)")
+            continue
+        if count != expected:
+            damaged.append(f"{path} ({count} of its {expected} examples)")
+    return damaged
 
 
 def _damaged(name, data_dir, error):

@@ -244,7 +244,19 @@ class TfdsSourceTest(test_case.TestCase):
                 ValueError,
                 "^Reading the dev split of the TFDS dataset wmt14_translate/de-en "
                 "in .* failed: truncated record at 0' failed with Read less bytes "
-                r"than requested\. Its prepared files are damaged",
+                r"than requested\. Damaged: \S*/wmt14_translate-validation\."
+                r"tfrecord-00000-of-00001 \(a record cut short or damaged\)\. Its "
+                "prepared files are damaged",
+            ),
+            (
+                # TFDS's own length check fails: the file reads cleanly.
+                "shard cut at a record boundary",
+                damage(rewrite("*-validation.tfrecord*", cut=0)),
+                ValueError,
+                "^Reading the dev split .* failed: Input dataset was expected to "
+                r"contain 1 element but contained only 0 elements\. Damaged: "
+                r"\S*/wmt14_translate-validation\.tfrecord-00000-of-00001 \(0 of "
+                r"its 1 examples\)\. Its prepared files are damaged",
             ),
         ):
             with (
