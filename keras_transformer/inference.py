@@ -214,7 +214,7 @@ def vocab_beside(checkpoint, vocab):
     where = " or in its training run's directory" if len(folders) > 1 else ""
     raise FileNotFoundError(
         f"No sentencepiece `*.model` vocabulary beside the model{where}; "
-        f"pass --vocab PATH. Received: model={checkpoint}"
+        f"pass its path as `vocab` (--vocab). Received: model={checkpoint}"
     )
 
 
@@ -239,9 +239,9 @@ def _check_run_vocab(checkpoint, vocab) -> None:
         return
     if pieces and pieces != vocabulary_pieces(own):
         raise ValueError(
-            "--vocab is not the vocabulary the model was trained with: "
+            "`vocab` (--vocab) is not the vocabulary the model was trained with: "
             f"its training run wrote {own}, whose pieces differ. Drop "
-            "--vocab to use the run's own (or pass a copy of it). "
+            "`vocab` to use the run's own (or pass a copy of it). "
             f"Received: vocab={vocab}, model={checkpoint}"
         )
 
@@ -318,8 +318,8 @@ def load_translator(
         if export and vocab:
             # An export holds its tokenizer: the flag would be ignored.
             raise ValueError(
-                "`--vocab` applies to `.keras` models; a SavedModel holds its "
-                "own tokenizer, so drop --vocab (or pass the .keras model). "
+                "`vocab` (--vocab) applies to `.keras` models; a SavedModel holds "
+                "its own tokenizer, so drop `vocab` (or pass the .keras model). "
                 f"Received: model={path}, vocab={vocab}"
             )
         if export:

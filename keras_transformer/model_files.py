@@ -121,14 +121,15 @@ def find_vocab(model_dir: str) -> str:
     if not found:
         raise FileNotFoundError(
             "No sentencepiece `*.model` vocabulary in the model directory; "
-            f"pass --vocab PATH. Received: model_dir={model_dir}"
+            f"pass its path as `vocab` (--vocab). Received: model_dir={model_dir}"
         )
     if len(found) > 1:
         names = ", ".join(os.path.basename(path) for path in found)
         raise ValueError(
             f"The model directory holds several sentencepiece `*.model` "
             f"files and no {VOCAB_FILE} (the one training writes), so which "
-            f"vocabulary is the model's is unclear; pass --vocab PATH. "
+            f"vocabulary is the model's is unclear; pass its path as `vocab` "
+            "(--vocab). "
             f"Received: model_dir={model_dir}, files={names}"
         )
     return found[0]

@@ -30,14 +30,17 @@ class ModelFilesTest(TestCase):
         fixtures.write(os.path.join(folder, "a.model"), "x")
         with self.assertRaisesRegex(
             ValueError,
-            "several sentencepiece .*no vocab.model.*pass --vocab PATH.*"
+            "several sentencepiece .*no vocab.model.*pass its path as `vocab` "
+            r"\(--vocab\).*"
             "files=a.model, bpe.model$",
         ):
             model_files.find_vocab(folder)
         empty = fixtures.tempdir(self)
         with self.assertRaisesRegex(
             FileNotFoundError,
-            re.escape(f"pass --vocab PATH. Received: model_dir={empty}"),
+            re.escape(
+                f"pass its path as `vocab` (--vocab). Received: model_dir={empty}"
+            ),
         ):
             model_files.find_vocab(empty)
 

@@ -533,8 +533,8 @@ class ServingHelpersTest(TestCase):
         with self.assertRaisesRegex(
             FileNotFoundError,
             re.escape(
-                "No sentencepiece `*.model` vocabulary beside the model; pass "
-                f"--vocab PATH. Received: model={model}"
+                "No sentencepiece `*.model` vocabulary beside the model; pass its "
+                f"path as `vocab` (--vocab). Received: model={model}"
             ),
         ):
             inference.vocab_beside(model, None)
@@ -571,9 +571,9 @@ class ServingHelpersTest(TestCase):
             with self.assertRaisesRegex(
                 ValueError,
                 re.escape(
-                    "--vocab is not the vocabulary the model was trained with: "
+                    "`vocab` (--vocab) is not the vocabulary the model was trained with: "
                     f"its training run wrote {own}, whose pieces differ. Drop "
-                    "--vocab to use the run's own (or pass a copy of it). "
+                    "`vocab` to use the run's own (or pass a copy of it). "
                     f"Received: vocab={other}, model={model}"
                 ),
             ):
@@ -616,7 +616,7 @@ class ServingHelpersTest(TestCase):
                 inference.load_translator(os.path.dirname(path))
         # An export holds its tokenizer: a --vocab would be ignored.
         with self.assertRaisesRegex(
-            ValueError, f"drop --vocab .*Received: model={path}, vocab=v.model$"
+            ValueError, f"drop `vocab` .*Received: model={path}, vocab=v.model$"
         ):
             inference.load_translator(path, vocab="v.model")
 
