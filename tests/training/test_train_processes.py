@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import types
 from unittest import mock
@@ -101,6 +102,18 @@ def run_workers(data, model_dir, *flags, model=TINY, workers=2):
         (process.returncode, stdout, stderr)
         for process, (stdout, stderr) in zip(processes, outputs)
     ]
+
+
+def sigint_is_caught(pid):
+    """Whether process `pid` has a handler for SIGINT (Linux's
+    /proc/PID/status; False once it has ended)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as file:
+            status = file.read()
+    except FileNotFoundError:
+        return False
+    caught = int(re.search(r"^SigCgt:\s*([0-9a-f]+)$", status, re.M).group(1), 16)
+    return bool(caught & (1 << (signal.SIGINT - 1)))
 
 
 def start_training_script(folder, data, code, *args):
@@ -549,18 +562,33 @@ class TrainProcessesTest(TestCase):
             "cluster": {"worker": [f"127.0.0.1:{free_port()}" for _ in range(2)]},
             "task": {"type": "worker", "index": 0},
         }
+        # stderr goes to a file, not a pipe: read only on failure, it must
+        # not fill up and block the worker.
+        stderr = self.enterContext(tempfile.TemporaryFile(mode="w+"))
         process = subprocess.Popen(
             [sys.executable, "-c", script],
             env=environment(TF_CONFIG=json.dumps(tf_config)),
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=stderr,
             text=True,
         )
         self.addCleanup(process.kill)
         self.assertEqual(process.stdout.readline(), "waiting\n")
-        time.sleep(3)  # Into the wait.
+        # Into the wait: a fixed sleep was not always enough on a loaded
+        # machine, and a SIGINT before the wait tests nothing.
+        deadline = time.monotonic() + 60
+        while sigint_is_caught(process.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.5)
         process.send_signal(signal.SIGINT)
-        self.assertEqual(process.wait(timeout=30), -signal.SIGINT)
+        try:
+            self.assertEqual(process.wait(timeout=30), -signal.SIGINT)
+        except (AssertionError, subprocess.TimeoutExpired):
+            stderr.seek(0)
+            raise AssertionError(
+                "SIGINT did not end the waiting worker (returncode "
+                f"{process.poll()}); its stderr:\n{stderr.read()[-3000:]}"
+            ) from None
         process.stdout.close()
 
     def test_sigterm_stops_a_multi_worker_process(self):
