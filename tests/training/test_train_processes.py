@@ -571,6 +571,9 @@ class TrainProcessesTest(TestCase):
             stdout=subprocess.PIPE,
             stderr=stderr,
             text=True,
+            # As from a terminal: a shell's background job (a test run's
+            # too) ignores Ctrl-C, which the worker then rightly leaves so.
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
         )
         self.addCleanup(process.kill)
         self.assertEqual(process.stdout.readline(), "waiting\n")
