@@ -577,8 +577,9 @@ class TrainProcessesTest(TestCase):
         )
         self.addCleanup(process.kill)
         self.assertEqual(process.stdout.readline(), "waiting\n")
-        # Into the wait: a fixed sleep was not always enough on a loaded
-        # machine, and a SIGINT before the wait tests nothing.
+        # Into the wait, once the worker has swapped in SIGINT's default
+        # action (a fixed sleep only guessed): a SIGINT before the wait
+        # tests nothing.
         deadline = time.monotonic() + 60
         while sigint_is_caught(process.pid) and time.monotonic() < deadline:
             time.sleep(0.05)
