@@ -46,17 +46,19 @@ def stopped(command: str, preempted) -> int:
     return preempted.exit_status
 
 
-def progress_printer(stream=sys.stderr):
-    """An `on_batch(done, total)` that draws a progress bar on `stream`."""
+def progress_printer(stream=None):
+    """An `on_batch(done, total)` that draws a progress bar on `stream`
+    (default: `sys.stderr` when it draws, so that a redirection holds)."""
 
     def on_batch(done, total):
+        out = stream or sys.stderr
         width = 30
         filled = width * done // max(total, 1)
         end = "\n" if done >= total else ""
-        stream.write(
+        out.write(
             f"\r[{'=' * filled}{'.' * (width - filled)}] {done}/{total} sentences{end}"
         )
-        stream.flush()
+        out.flush()
 
     return on_batch
 

@@ -1,7 +1,9 @@
 """End-to-end tests of the evaluate and translate commands."""
 
 import ast
+import contextlib
 import importlib
+import io
 import json
 import os
 import pathlib
@@ -10,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from unittest import mock
 
 import pytest
 import sacrebleu
@@ -36,6 +39,31 @@ def run(module, *args, stdin=None, env=None):
         input=stdin,
         timeout=180,
         env=None if env is None else dict(os.environ, **env),
+    )
+
+
+def run_main(command, *args):
+    """`command.main` in this process, on its flags parsed from `args` (what
+    follows the flags is its arguments), as `run` would run the command; its
+    exit status and output, as a `subprocess.CompletedProcess`. Faster than
+    `run` by TensorFlow's import, for what needs no process of its own: not
+    standard input, the locale or the exit status itself. Where the command
+    would print a traceback, the exception fails the test here. The decoding
+    threads are not set (this process's TensorFlow has started)."""
+    flag_values = flags.FlagValues()
+    command.define_flags(flag_values)
+    argv = flag_values([command.__name__.rpartition(".")[2], *args])
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="")
+    stderr = io.StringIO()
+    with (
+        mock.patch("keras_transformer.inference.set_decoding_threads"),
+        contextlib.redirect_stdout(stdout),
+        contextlib.redirect_stderr(stderr),
+    ):
+        status = command.main(argv, flag_values)
+    stdout.flush()
+    return subprocess.CompletedProcess(
+        argv, status, stdout.buffer.getvalue().decode("utf-8"), stderr.getvalue()
     )
 
 
@@ -224,10 +252,11 @@ class CommandsTest(TestCase):
             "translate: error: invalid UTF-8 in standard input line 2", stderr
         )
         self.assertNotIn("Traceback", stderr)
-        both = run("translate", f"--model={self.export}", f"--input={self.src}", "Hi.")
+        both = run_main(
+            translate, f"--model={self.export}", f"--input={self.src}", "Hi."
+        )
         self.assertEqual(both.returncode, 1)
         self.assertIn("Pass sentences as arguments or --input, not both.", both.stderr)
-        self.assertNotIn("Traceback", both.stderr)
 
     def test_output_is_utf8_whatever_the_locale_and_a_closed_pipe_is_quiet(self):
         # An ASCII stdout raised UnicodeEncodeError (a traceback, nothing
@@ -266,7 +295,7 @@ class CommandsTest(TestCase):
         # text:PREFIX), and a file of blank lines gives as many empty lines,
         # as standard input does (it was refused as "empty").
         blank = fixtures.write(os.path.join(self.folder, "blank.en"), "\n \r\n")
-        result = run("translate", f"--model={self.export}", f"--input={blank}")
+        result = run_main(translate, f"--model={self.export}", f"--input={blank}")
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
         self.assertEqual(result.stdout, "\n\n")
         missing = os.path.join(self.folder, "missing.en")
@@ -299,28 +328,26 @@ class CommandsTest(TestCase):
         self.assertEqual(translate._arguments(["Hi.", "Ça va"]), ["Hi.", "Ça va"])
 
     def test_clear_errors(self):
-        missing = run("translate", "--model=/nonexistent/model", "Hi.")
+        missing = run_main(translate, "--model=/nonexistent/model", "Hi.")
         self.assertEqual(missing.returncode, 1)
         self.assertIn("model=/nonexistent/model", missing.stderr)
-        self.assertNotIn("Traceback", missing.stderr)
         empty = fixtures.write(os.path.join(self.folder, "empty.en"), "")
-        result = run(
-            "evaluate", f"--model={self.model_dir}", f"--src={empty}", f"--ref={empty}"
+        result = run_main(
+            evaluate, f"--model={self.model_dir}", f"--src={empty}", f"--ref={empty}"
         )
         self.assertEqual(result.returncode, 1)
         self.assertIn(f"The --src file {empty} is empty", result.stderr)
-        self.assertNotIn("Traceback", result.stderr)
         short = fixtures.write(os.path.join(self.folder, "one.de"), "Eins.\n")
-        result = run(
-            "evaluate",
+        result = run_main(
+            evaluate,
             f"--model={self.model_dir}",
             f"--src={self.src}",
             f"--ref={short}",
         )
         self.assertEqual(result.returncode, 1)
         self.assertIn("has 6 lines", result.stderr)
-        no_model = run(
-            "evaluate",
+        no_model = run_main(
+            evaluate,
             f"--model={self.folder}/test.en.d",
             f"--src={self.src}",
             f"--ref={self.src}",
@@ -328,10 +355,9 @@ class CommandsTest(TestCase):
         self.assertEqual(no_model.returncode, 1)
         self.assertIn("does not exist", no_model.stderr)
         self.assertIn(f"Received: model={self.folder}/test.en.d", no_model.stderr)
-        self.assertNotIn("Traceback", no_model.stderr)
         missing_vocab = os.path.join(self.folder, "no", "vocab.model")
-        no_vocab = run(
-            "translate",
+        no_vocab = run_main(
+            translate,
             f"--model={self.model_dir}/model.keras",
             f"--vocab={missing_vocab}",
             "Hi.",
@@ -341,12 +367,11 @@ class CommandsTest(TestCase):
             f"translate: error: Sentencepiece model file {missing_vocab} does not exist",
             no_vocab.stderr,
         )
-        self.assertNotIn("Traceback", no_vocab.stderr)
 
     def test_bad_output_path_fails_before_translating(self):
         output = os.path.join(self.folder, "missing", "hyp.de")
-        result = run(
-            "evaluate",
+        result = run_main(
+            evaluate,
             f"--model={self.model_dir}",
             f"--src={self.src}",
             f"--ref={self.src}",
@@ -359,11 +384,10 @@ class CommandsTest(TestCase):
             "directory); its directory must exist (it is not created) and be "
             f"writable. Received: output={output}",
         )
-        self.assertNotIn("Traceback", result.stderr)
         self.assertNotIn("sentences", result.stderr)  # no progress bar
         self.assertFalse(os.path.exists(os.path.dirname(output)))
-        result = run(
-            "evaluate",
+        result = run_main(
+            evaluate,
             f"--model={self.model_dir}",
             f"--src={self.src}",
             f"--ref={self.src}",
@@ -376,4 +400,3 @@ class CommandsTest(TestCase):
             f"Received: output={self.folder}",
             result.stderr,
         )
-        self.assertNotIn("Traceback", result.stderr)
