@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from unittest import mock
 
 import pytest
 import tensorflow as tf
@@ -237,6 +238,27 @@ class ExportBinaryTest(TestCase):
         ):
             # The checkpoint does not exist: loading it would fail otherwise.
             export(checkpoints=["missing.keras"], vocab="v.model", export_dir=afile)
+
+    def test_export_base_that_cannot_be_written_is_refused_before_loading(self):
+        # The nearest directory that exists is checked: the export creates
+        # the rest. `os.access` answers as for a user without write
+        # permission there (root, which the tests may run as, writes
+        # whatever the file modes).
+        folder = fixtures.tempdir(self)
+        base = os.path.join(folder, "exports")
+        with (
+            mock.patch("os.access", side_effect=lambda path, mode: path != folder),
+            self.assertRaisesRegex(
+                PermissionError,
+                re.escape(
+                    f"{folder} cannot be written, so the export directory cannot "
+                    "be created in it; pass a writable export base (--export_dir). "
+                    f"Received: path={os.path.join(base, 'm', '1')}"
+                ),
+            ),
+        ):
+            export(checkpoints=["missing.keras"], vocab="v.model", export_dir=base)
+        self.assertFalse(os.path.exists(base))
 
     def test_missing_model_dir_is_said_not_to_exist(self):
         missing = os.path.join(fixtures.tempdir(self), "run")
