@@ -31,7 +31,9 @@ flags.register_validator(
     "--paths takes python and saved_model.",
 )
 flags.register_validator(
-    "xla", lambda xla: set(xla) <= {"false", "true"}, "--xla takes false and true."
+    "xla",
+    lambda xla: set(xla) <= {"false", "true"},
+    "--xla takes false and true.",
 )
 flags.DEFINE_integer("warmup", 1, "Untimed calls.", lower_bound=0)
 flags.DEFINE_integer("steps", 2, "Timed calls.", lower_bound=1)
@@ -81,7 +83,9 @@ def main(argv):
                             "step_s": [round(t, 4) for t in times],
                             "first_call_s": round(first, 2),
                             "sentences_per_s": round(batch / median, 2),
-                            "gen_tokens_per_s": round(batch * steps / median, 1),
+                            "gen_tokens_per_s": round(
+                                batch * steps / median, 1
+                            ),
                             "peak_rss_mib": round(workloads.peak_rss_mib()),
                         }
                     ),
@@ -90,7 +94,8 @@ def main(argv):
         if len(outputs) < 2:
             continue  # Nothing to compare.
         same = all(
-            (value == next(iter(outputs.values()))).all() for value in outputs.values()
+            (value == next(iter(outputs.values()))).all()
+            for value in outputs.values()
         )
         print(
             json.dumps(

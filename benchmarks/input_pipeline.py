@@ -45,7 +45,9 @@ def main(argv):
     with tempfile.TemporaryDirectory() as folder:
         tokenizer = tokenizer_lib.SubwordTokenizer.from_file(
             tokenizer_lib.train_subword_vocab(
-                english + german, _VOCAB_SIZE.value, os.path.join(folder, "demo")
+                english + german,
+                _VOCAB_SIZE.value,
+                os.path.join(folder, "demo"),
             )
         )
     vocab_seconds = time.perf_counter() - start

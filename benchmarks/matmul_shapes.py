@@ -41,14 +41,40 @@ FLAGS = flags.FLAGS
 def products(config):
     """(name, left shape, right shape, transpose_a, transpose_b) of a step."""
     rows = workloads.TRAIN["batch"] * workloads.TRAIN["tgt_len"]
-    d_model, d_ff, vocab = config["d_model"], config["d_ff"], config["vocab_size"]
+    d_model, d_ff, vocab = (
+        config["d_model"],
+        config["d_ff"],
+        config["vocab_size"],
+    )
     listed = []
-    for inputs, outputs in [(d_model, d_model), (d_model, d_ff), (d_ff, d_model)]:
+    for inputs, outputs in [
+        (d_model, d_model),
+        (d_model, d_ff),
+        (d_ff, d_model),
+    ]:
         kernel = f"{inputs}x{outputs}"
         listed += [
-            (f"x W, W {kernel}", (rows, inputs), (inputs, outputs), False, False),
-            (f"dy W^T, W {kernel}", (rows, outputs), (inputs, outputs), False, True),
-            (f"x^T dy, W {kernel}", (rows, inputs), (rows, outputs), True, False),
+            (
+                f"x W, W {kernel}",
+                (rows, inputs),
+                (inputs, outputs),
+                False,
+                False,
+            ),
+            (
+                f"dy W^T, W {kernel}",
+                (rows, outputs),
+                (inputs, outputs),
+                False,
+                True,
+            ),
+            (
+                f"x^T dy, W {kernel}",
+                (rows, inputs),
+                (rows, outputs),
+                True,
+                False,
+            ),
         ]
     return listed + [
         ("logits h E^T", (rows, d_model), (vocab, d_model), False, True),
@@ -57,7 +83,9 @@ def products(config):
     ]
 
 
-def gflop_per_s(left, right, transpose_a, transpose_b, jit_compile, batched=False):
+def gflop_per_s(
+    left, right, transpose_a, transpose_b, jit_compile, batched=False
+):
     """One product's median speed over `--steps` calls; `batched`: as a
     `BatchMatMulV2` of [1, ...] operands."""
     import tensorflow as tf
@@ -73,7 +101,9 @@ def gflop_per_s(left, right, transpose_a, transpose_b, jit_compile, batched=Fals
         return tf.matmul(a, b, transpose_a=transpose_a, transpose_b=transpose_b)
 
     matmul = tf.function(product, jit_compile=jit_compile)
-    median, _, _ = workloads.time_calls(lambda: matmul().numpy(), 1, FLAGS.steps)
+    median, _, _ = workloads.time_calls(
+        lambda: matmul().numpy(), 1, FLAGS.steps
+    )
     inner = left[0] if transpose_a else left[1]
     outer = (left[1] if transpose_a else left[0]) * (
         right[0] if transpose_b else right[1]

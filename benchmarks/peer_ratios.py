@@ -61,7 +61,9 @@ def read_run(path):
             speed_key = "tgt_tokens_per_s" if train else "sentences_per_s"
             if row.get("status") != "ok" or row.get(speed_key) is None:
                 continue  # Failed rows, the machine probe, rows timing nothing.
-            probes = [p for p in runner.get("probe_gflops") or [] if p is not None]
+            probes = [
+                p for p in runner.get("probe_gflops") or [] if p is not None
+            ]
             key = (row["peer"], runner.get("args") or "-", *group)
             current[group][1][key] = (
                 row[speed_key],
@@ -97,12 +99,20 @@ def compare(runs):
     """One dict per row of ours, with its ratios to the peers, run by run
     and round by round."""
     ours = sorted(
-        {key for run in runs for rounds in run for key in rounds if key[0] == OURS}
+        {
+            key
+            for run in runs
+            for rounds in run
+            for key in rounds
+            if key[0] == OURS
+        }
     )
     bests = [_bests(run) for run in runs]
     for key in ours:
         _, variant, config, workload = key
-        present = [rounds[key] for run in runs for rounds in run if key in rounds]
+        present = [
+            rounds[key] for run in runs for rounds in run if key in rounds
+        ]
         speeds = [row[0] for row in present]
         result = {
             "config": config,
@@ -135,7 +145,9 @@ def compare(runs):
                 if not peers:
                     continue
                 best = max(peers, key=lambda other: peers[other][0])
-                result["best_peer"].append(f"{best[0]} {best[1]} {peers[best][0]}")
+                result["best_peer"].append(
+                    f"{best[0]} {best[1]} {peers[best][0]}"
+                )
                 compared = [("best_peer", best)]
                 for name, label in (
                     ("ctranslate2", "ctranslate2"),

@@ -73,8 +73,15 @@ def body(args):
     if args.workload == "decode" and args.saved_model:
         folder = tempfile.mkdtemp()
         atexit.register(shutil.rmtree, folder, ignore_errors=True)
-        command = [sys.executable, os.path.abspath(__file__), "--export", folder]
-        command += [args.config, str(args.seed)] + (["--xla"] if args.xla else [])
+        command = [
+            sys.executable,
+            os.path.abspath(__file__),
+            "--export",
+            folder,
+        ]
+        command += [args.config, str(args.seed)] + (
+            ["--xla"] if args.xla else []
+        )
         subprocess.run(command, check=True)
         export_s = round(time.perf_counter() - start, 1)
         start = time.perf_counter()

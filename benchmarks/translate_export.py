@@ -23,7 +23,9 @@ from absl import app, flags
 from keras_transformer.commands import define_threads_flag
 
 flags.DEFINE_string("model", "runs/demo", "Training directory of the demo.")
-flags.DEFINE_string("export", None, "SavedModel (default: <model>/export/transformer).")
+flags.DEFINE_string(
+    "export", None, "SavedModel (default: <model>/export/transformer)."
+)
 flags.DEFINE_list("batch_sizes", ["1", "8", "32"], "Sentences per call.")
 flags.DEFINE_integer("num_sentences", 128, "Test sentences translated.")
 define_threads_flag()  # As the translate command (keras_transformer/translate.py).
@@ -73,7 +75,9 @@ def main(argv):
         json.dumps(
             {
                 "benchmark": "translate_export",
-                "all_paths_identical": all(v == reference for v in outputs.values()),
+                "all_paths_identical": all(
+                    v == reference for v in outputs.values()
+                ),
             }
         )
     )

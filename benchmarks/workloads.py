@@ -21,8 +21,12 @@ from keras_transformer.training import trainer
 
 # As `CONFIGS`, `TRAIN`, `DECODE` of the harness's peers/common.py.
 CONFIGS = {
-    "base": dict(d_model=512, num_heads=8, d_ff=2048, num_layers=6, vocab_size=32000),
-    "small": dict(d_model=256, num_heads=4, d_ff=1024, num_layers=3, vocab_size=8000),
+    "base": dict(
+        d_model=512, num_heads=8, d_ff=2048, num_layers=6, vocab_size=32000
+    ),
+    "small": dict(
+        d_model=256, num_heads=4, d_ff=1024, num_layers=3, vocab_size=8000
+    ),
 }
 TRAIN = dict(batch=64, src_len=32, tgt_len=32)
 DECODE = dict(batch=32, src_len=32, beam=4, steps=40)
@@ -40,7 +44,10 @@ def build_model(config_name: str, seed: int = 0):
 
 
 def train_step_fn(
-    model, jit_compile: bool, seed: int = 0, gradient_accumulation_steps: int = 1
+    model,
+    jit_compile: bool,
+    seed: int = 0,
+    gradient_accumulation_steps: int = 1,
 ):
     """A function that runs one optimizer step and waits for it; with
     `gradient_accumulation_steps` N, the step's 64 sentences go through

@@ -61,7 +61,9 @@ def main(argv, flag_values=FLAGS):
     try:
         # The run first: a mistyped --model_dir is named as such, not as a
         # missing directory of the default --output inside it.
-        paths = averaging.last_checkpoints(model_dir, flag_values.num_checkpoints)
+        paths = averaging.last_checkpoints(
+            model_dir, flag_values.num_checkpoints
+        )
         averaging.check_output(output, model_dir)
         callbacks.save_model(averaging.average_models(paths), output)
     except (ValueError, OSError, TypeError, tf.errors.OpError) as error:

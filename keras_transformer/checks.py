@@ -52,7 +52,9 @@ def check_bool(name, value):
     """Returns `value`; raises a ValueError unless it is True or False (not
     0, 1 or a string, which a switch would read silently)."""
     if not isinstance(value, bool):
-        raise ValueError(f"`{name}` must be True or False. Received: {name}={value!r}")
+        raise ValueError(
+            f"`{name}` must be True or False. Received: {name}={value!r}"
+        )
     return value
 
 

@@ -70,7 +70,10 @@ def define_translation_flags(flag_values=flags.FLAGS):
     (`flags.adopt_module_key_flags`) for its --help."""
     fv = {"flag_values": flag_values}
     flags.DEFINE_string(
-        "model", None, "Training directory, .keras file or SavedModel directory.", **fv
+        "model",
+        None,
+        "Training directory, .keras file or SavedModel directory.",
+        **fv,
     )
     flags.DEFINE_string(
         "vocab",
@@ -78,7 +81,9 @@ def define_translation_flags(flag_values=flags.FLAGS):
         "Sentencepiece model for a .keras model (default: found beside it).",
         **fv,
     )
-    flags.DEFINE_integer("batch_size", 32, "Sentences per batch.", lower_bound=1, **fv)
+    flags.DEFINE_integer(
+        "batch_size", 32, "Sentences per batch.", lower_bound=1, **fv
+    )
     define_threads_flag(flag_values)
     flags.mark_flag_as_required("model", flag_values=flag_values)
 

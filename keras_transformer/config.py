@@ -117,7 +117,9 @@ class TransformerConfig:
         for name in ("dropout", "attention_dropout", "label_smoothing"):
             self._check_float(name, "a number in [0, 1)", lambda x: 0 <= x < 1)
         _check_choice("positional", self.positional, POSITIONAL_CHOICES)
-        _check_choice("share_embeddings", self.share_embeddings, SHARING_CHOICES)
+        _check_choice(
+            "share_embeddings", self.share_embeddings, SHARING_CHOICES
+        )
         _check_choice("norm_position", self.norm_position, NORM_CHOICES)
         if self.positional == "sinusoidal" and self.d_model % 2:
             # Section 3.5: dimensions 2i and 2i + 1 are a sine/cosine pair.
@@ -141,7 +143,9 @@ class TransformerConfig:
                 f"vocab_size={self.vocab_size}"
             )
         self._check_float(
-            "layer_norm_epsilon", "a positive finite number", lambda x: 0 < x < math.inf
+            "layer_norm_epsilon",
+            "a positive finite number",
+            lambda x: 0 < x < math.inf,
         )
         self._check_bool("attention_bias")
 
@@ -149,8 +153,12 @@ class TransformerConfig:
         """Checks an int field (None is allowed for the optional ones)."""
         if name in OPTIONAL_FIELDS and getattr(self, name) is None:
             return
-        expected = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
-        self._set_number(name, int, expected + reason, lambda value: value >= minimum)
+        expected = (
+            "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+        )
+        self._set_number(
+            name, int, expected + reason, lambda value: value >= minimum
+        )
 
     def _check_float(self, name, expected, is_valid):
         """Checks a float field; whole numbers (JSON's `0`) are accepted."""
@@ -179,7 +187,9 @@ class TransformerConfig:
             received = f"{name}={value!r}"
             if wrong_type:
                 received += f" ({type(value).__name__})"
-            raise ValueError(f"`{name}` must be {expected}. Received: {received}")
+            raise ValueError(
+                f"`{name}` must be {expected}. Received: {received}"
+            )
         # The dataclass is frozen; __post_init__ may still normalise.
         object.__setattr__(self, name, kind(value))
 

@@ -23,14 +23,18 @@ FLAGS = flags.FLAGS
 def define_flags(flag_values=FLAGS):
     """Defines the demo flags on `flag_values`."""
     fv = {"flag_values": flag_values}
-    flags.DEFINE_string("model_dir", "runs/demo", "Training output directory.", **fv)
+    flags.DEFINE_string(
+        "model_dir", "runs/demo", "Training output directory.", **fv
+    )
     flags.DEFINE_string(
         "export_dir",
         None,
         "TF Serving base directory (default: <model_dir>/export).",
         **fv,
     )
-    flags.DEFINE_integer("train_steps", 1200, "Optimizer steps.", lower_bound=1, **fv)
+    flags.DEFINE_integer(
+        "train_steps", 1200, "Optimizer steps.", lower_bound=1, **fv
+    )
     flags.DEFINE_integer(
         "steps_per_checkpoint",
         200,
@@ -108,8 +112,12 @@ def run_demo(
         model_files.load_model(result.model_path),
         SubwordTokenizer.from_file(result.vocab_path),
     )
-    test_sources, test_references = sources.load_pairs("demo", "test", "en", "de")
-    hypotheses = translator_lib.translate_texts(translator.translate, test_sources)
+    test_sources, test_references = sources.load_pairs(
+        "demo", "test", "en", "de"
+    )
+    hypotheses = translator_lib.translate_texts(
+        translator.translate, test_sources
+    )
     hypotheses_path = os.path.join(model_dir, "test.hyp.de")
     with open(hypotheses_path, "w", encoding="utf-8") as file:
         file.writelines(line + "\n" for line in hypotheses)
@@ -179,7 +187,9 @@ def check_export_path(export_path, model_dir):
                 own.append(json.load(file)["export"])
         except (OSError, ValueError, KeyError, TypeError):
             pass  # Not the demo's summary: nothing else is its own.
-    ours = any(os.path.realpath(export_path) == os.path.realpath(p) for p in own)
+    ours = any(
+        os.path.realpath(export_path) == os.path.realpath(p) for p in own
+    )
     if os.path.isdir(export_path) and not ours:
         raise FileExistsError(
             f"{export_path} exists and is not an export of this demo's "

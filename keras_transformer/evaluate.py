@@ -37,7 +37,9 @@ def define_flags(flag_values=FLAGS):
     commands.define_translation_flags(flag_values)
     flags.adopt_module_key_flags(commands, flag_values=flag_values)
     flags.DEFINE_string("src", None, "Source sentences, one per line.", **fv)
-    flags.DEFINE_string("ref", None, "Reference translations, one per line.", **fv)
+    flags.DEFINE_string(
+        "ref", None, "Reference translations, one per line.", **fv
+    )
     flags.DEFINE_string(
         "data",
         None,
@@ -99,7 +101,9 @@ def _run_files(model: str) -> list[tuple[str, str, str]]:
                     or name.startswith("vocab.")
                 )
             ):
-                files.append(("model", os.path.join(root, name), "training run"))
+                files.append(
+                    ("model", os.path.join(root, name), "training run")
+                )
     return files
 
 
@@ -119,7 +123,10 @@ def _run_corpus_files(model: str) -> list[tuple[str, str, str]]:
     files = sources.corpus_files(
         settings["data"], settings["src_lang"], settings["tgt_lang"]
     )
-    return [("model", path, f"training run's {split} split") for split, path in files]
+    return [
+        ("model", path, f"training run's {split} split")
+        for split, path in files
+    ]
 
 
 def _languages(flag_values) -> tuple[str, str]:
@@ -134,7 +141,9 @@ def _languages(flag_values) -> tuple[str, str]:
 
     found = inference.model_languages(flag_values.model)
     if found is None:
-        if not (flag_values["src_lang"].present or flag_values["tgt_lang"].present):
+        if not (
+            flag_values["src_lang"].present or flag_values["tgt_lang"].present
+        ):
             # An export of a model trained elsewhere, or a .keras file
             # outside its run: the target language chooses the tokenizers.
             _warn(
@@ -145,7 +154,9 @@ def _languages(flag_values) -> tuple[str, str]:
         return flag_values.src_lang, flag_values.tgt_lang
     trained, where = found
     passed = {
-        name: flag_values[name].value for name in trained if flag_values[name].present
+        name: flag_values[name].value
+        for name in trained
+        if flag_values[name].present
     }
     from keras_transformer.evaluation import primary_language
 
@@ -191,11 +202,17 @@ def _check_test_set_flags(flag_values) -> None:
     if not src:
         raise ValueError(f"Pass --src and --ref files, or --data. {received}")
     # Only flags given explicitly: --split has a default.
-    ignored = [name for name in ("split", "data_dir") if flag_values[name].present]
+    ignored = [
+        name for name in ("split", "data_dir") if flag_values[name].present
+    ]
     if ignored:
         given = " and ".join(f"--{name}" for name in ignored)
-        verb, pronoun = ("apply", "them") if len(ignored) > 1 else ("applies", "it")
-        values = ", ".join(f"{name}={flag_values[name].value}" for name in ignored)
+        verb, pronoun = (
+            ("apply", "them") if len(ignored) > 1 else ("applies", "it")
+        )
+        values = ", ".join(
+            f"{name}={flag_values[name].value}" for name in ignored
+        )
         raise ValueError(
             f"{given} {verb} only to --data, not to --src and --ref; drop "
             f"{pronoun}, or pass --data instead of --src and --ref. "
@@ -216,7 +233,9 @@ def _model_files(model: str, vocab: str | None) -> list[tuple[str, str, str]]:
             for folder, _, names in os.walk(export)
             for name in names
         ]
-    keras_file = os.path.join(model, "model.keras") if os.path.isdir(model) else model
+    keras_file = (
+        os.path.join(model, "model.keras") if os.path.isdir(model) else model
+    )
     try:
         vocab = inference.vocab_beside(keras_file, vocab)
     except FileNotFoundError:
@@ -246,7 +265,9 @@ def _check_output(flag_values, src_lang: str, tgt_lang: str) -> None:
         from keras_transformer.data import sources
 
         # The split to score must exist (MissingSplitError otherwise).
-        sources.split_files(flag_values.data, flag_values.split, src_lang, tgt_lang)
+        sources.split_files(
+            flag_values.data, flag_values.split, src_lang, tgt_lang
+        )
         inputs += [
             ("data", path, f"{split} split")
             for split, path in sources.corpus_files(
@@ -282,7 +303,10 @@ def _test_set(flag_values, src_lang: str, tgt_lang: str):
             flag_values.data_dir,
         )
     src, ref = flag_values.src, flag_values.ref
-    sources_, references = read_sentences(src, "src"), read_sentences(ref, "ref")
+    sources_, references = (
+        read_sentences(src, "src"),
+        read_sentences(ref, "ref"),
+    )
     if len(sources_) != len(references):
         raise ValueError(
             "--src and --ref must have one line per sentence. Received: "
@@ -326,7 +350,9 @@ def _write_hypotheses(file, hypotheses: list[str], path: str) -> None:
         ) from None
 
 
-def _empty_where_source_is_not(sources: list[str], texts: list[str]) -> list[int]:
+def _empty_where_source_is_not(
+    sources: list[str], texts: list[str]
+) -> list[int]:
     """The 0-based indices of the `texts` that are empty (or blank) where
     their source sentence is not."""
     return [
@@ -364,11 +390,17 @@ def main(argv, flag_values=FLAGS):
         _check_output(flag_values, src_lang, tgt_lang)
         evaluation.check_target_language(tgt_lang)
         # Before TensorFlow's first op: the setting is fixed once it starts.
-        inference.set_decoding_threads(flag_values.model, flag_values.intra_op_threads)
+        inference.set_decoding_threads(
+            flag_values.model, flag_values.intra_op_threads
+        )
         sources_, references = _test_set(flag_values, src_lang, tgt_lang)
-        translator = inference.load_translator(flag_values.model, flag_values.vocab)
+        translator = inference.load_translator(
+            flag_values.model, flag_values.vocab
+        )
         # Before the long translation, so a bad path fails at once.
-        output = _open_output(flag_values.output) if flag_values.output else None
+        output = (
+            _open_output(flag_values.output) if flag_values.output else None
+        )
     except (ValueError, OSError, TypeError, tf.errors.OpError) as error:
         # User errors: one line, no traceback. The tf.errors come from an
         # unreadable --vocab or input file (missing, or a directory).

@@ -41,7 +41,9 @@ class Scores:
             "bleu": round(self.bleu, 2),
             "chrf": round(self.chrf, 2),
             "tokenized_bleu": (
-                None if self.tokenized_bleu is None else round(self.tokenized_bleu, 2)
+                None
+                if self.tokenized_bleu is None
+                else round(self.tokenized_bleu, 2)
             ),
             "signature": self.bleu_signature,
             "chrf_signature": self.chrf_signature,
@@ -179,7 +181,9 @@ def score(
         chrf=chrf_score.score,
         chrf_signature=str(chrf.get_signature()),
         tokenized_bleu=(
-            tokenized_bleu(hypotheses, references, target_lang) if spaced else None
+            tokenized_bleu(hypotheses, references, target_lang)
+            if spaced
+            else None
         ),
         tokenized_bleu_signature=(
             tokenized_bleu_signature(target_lang) if spaced else None
@@ -226,7 +230,9 @@ def paper_tokenize(text: str, lang: str) -> str:
         The tokens joined by single spaces.
     """
     lang = primary_language(lang)
-    tokens = _moses_tokenizer(lang).tokenize(text, return_str=True, escape=False)
+    tokens = _moses_tokenizer(lang).tokenize(
+        text, return_str=True, escape=False
+    )
     if lang not in _COMPOUND_SPLIT_LANGS:
         return tokens
     return _COMPOUND_HYPHEN.sub(r"\1 ##AT##-##AT## \2", tokens)
@@ -266,7 +272,9 @@ def tokenized_bleu(
     """
     hypotheses = _sentences(hypotheses, "hypotheses")
     references = _sentences(references, "references")
-    bleu = sacrebleu.metrics.BLEU(tokenize="none", smooth_method="none", force=True)
+    bleu = sacrebleu.metrics.BLEU(
+        tokenize="none", smooth_method="none", force=True
+    )
     return bleu.corpus_score(
         [paper_tokenize(h, lang) for h in hypotheses],
         [[paper_tokenize(r, lang) for r in references]],

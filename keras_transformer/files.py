@@ -27,7 +27,9 @@ def same_file(path: str, other: str) -> bool:
     if os.path.realpath(path) == os.path.realpath(other):
         return True
     return (
-        os.path.exists(path) and os.path.exists(other) and os.path.samefile(path, other)
+        os.path.exists(path)
+        and os.path.exists(other)
+        and os.path.samefile(path, other)
     )
 
 
@@ -68,7 +70,9 @@ def written_aside(path: str, keep_suffix: bool = True):
     """
     folder, name = os.path.split(path)
     partial = (
-        os.path.join(folder, f"partial-{name}") if keep_suffix else f"{path}.partial"
+        os.path.join(folder, f"partial-{name}")
+        if keep_suffix
+        else f"{path}.partial"
     )
     try:
         yield partial

@@ -49,7 +49,8 @@ def _latest_version(path):
     versions = [
         (int(name), name)
         for name in names
-        if re.fullmatch("[0-9]+", name) and _is_saved_model(os.path.join(path, name))
+        if re.fullmatch("[0-9]+", name)
+        and _is_saved_model(os.path.join(path, name))
     ]
     return os.path.join(path, max(versions)[1]) if versions else None
 
@@ -79,7 +80,10 @@ def search_settings(export: str) -> tuple[int, bool]:
     ]
     searches = max(
         (
-            sum(node.op in ("While", "StatelessWhile") for node in function.node_def)
+            sum(
+                node.op in ("While", "StatelessWhile")
+                for node in function.node_def
+            )
             for function in functions
         ),
         default=1,
@@ -184,7 +188,9 @@ def model_languages(model: str) -> tuple[dict, str] | None:
         return None
     settings = run_checks.read_settings(folder)
     languages = {
-        name: settings[name] for name in ("src_lang", "tgt_lang") if name in settings
+        name: settings[name]
+        for name in ("src_lang", "tgt_lang")
+        if name in settings
     }
     where = os.path.join(folder, run_checks.SETTINGS_FILE)
     return (languages, where) if len(languages) == 2 else None
@@ -345,4 +351,6 @@ def load_translator(
         SubwordTokenizer.from_file(vocab_beside(path, vocab)),
         beam_size=beam_size,
     )
-    return TextTranslator(translator.translate, f"Keras model {path}", owner=translator)
+    return TextTranslator(
+        translator.translate, f"Keras model {path}", owner=translator
+    )

@@ -35,7 +35,10 @@ class _StepMean(keras.metrics.Mean):
 
 # The training step's settings beyond `compile`'s (see `train_step`), with
 # their values for a model that `compile_for_training` did not compile.
-_STEP_SETTINGS = {"gradient_accumulation_steps": 1, "replica_jit_compile": False}
+_STEP_SETTINGS = {
+    "gradient_accumulation_steps": 1,
+    "replica_jit_compile": False,
+}
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")
@@ -127,9 +130,13 @@ class Transformer(keras.Model):
         source_ids = keras.Input((None,), dtype="int32", name="source_ids")
         target_ids = keras.Input((None,), dtype="int32", name="target_ids")
         memory_mask = source_padding_mask(source_ids)  # [B, 1, S]
-        x = _embed(source_ids, source_embedding, source_position, source_dropout)
+        x = _embed(
+            source_ids, source_embedding, source_position, source_dropout
+        )
         memory = encoder(x, padding_mask=memory_mask)  # [B, S, D]
-        y = _embed(target_ids, target_embedding, target_position, target_dropout)
+        y = _embed(
+            target_ids, target_embedding, target_position, target_dropout
+        )
         y = decoder(y, memory=memory, memory_mask=memory_mask)  # [B, T, D]
         if output_projection is None:
             logits = target_embedding(y, reverse=True)
@@ -161,7 +168,9 @@ class Transformer(keras.Model):
         for name, default in _STEP_SETTINGS.items():
             setattr(self, name, default)
 
-    def encode(self, source_ids, training=False, return_attention_weights=False):
+    def encode(
+        self, source_ids, training=False, return_attention_weights=False
+    ):
         """Runs the encoder.
 
         Args:
@@ -244,8 +253,10 @@ class Transformer(keras.Model):
         """
         weights = {"decoder_weights": self.decoder.decoding_weights()}
         if self.output_projection is None:
-            weights["output_kernel"] = self.target_embedding.transposed_embeddings(
-                self.decoder.compute_dtype
+            weights["output_kernel"] = (
+                self.target_embedding.transposed_embeddings(
+                    self.decoder.compute_dtype
+                )
             )
         return weights
 
@@ -289,7 +300,11 @@ class Transformer(keras.Model):
         """
         steps = tf.get_static_value(max_length)
         table = self.config.max_length
-        if self.config.positional == "learned" and steps is not None and steps > table:
+        if (
+            self.config.positional == "learned"
+            and steps is not None
+            and steps > table
+        ):
             raise ValueError(
                 f"`max_length` {steps} exceeds the model's learned position "
                 f"table of {table} positions: decode at most {table} steps. "
@@ -385,7 +400,9 @@ class Transformer(keras.Model):
                 self_attention_cache,
                 ancestry=tf.gather(self_attention_cache["ancestry"], rows),
             )
-        return tf.nest.map_structure(lambda x: tf.gather(x, rows), self_attention_cache)
+        return tf.nest.map_structure(
+            lambda x: tf.gather(x, rows), self_attention_cache
+        )
 
     def _logits(self, hidden, output_kernel=None):
         if self.output_projection is None:
@@ -406,7 +423,9 @@ class Transformer(keras.Model):
         does, which skips a model whose `compile` is overridden."""
         config = dict(config)
         # Files saved before the step's settings moved to `get_config`.
-        settings = {name: config.pop(name) for name in _STEP_SETTINGS if name in config}
+        settings = {
+            name: config.pop(name) for name in _STEP_SETTINGS if name in config
+        }
         self.compile(**keras.saving.deserialize_keras_object(config))
         for name, value in settings.items():
             setattr(self, name, value)
@@ -442,7 +461,9 @@ class Transformer(keras.Model):
             )
             totals = _total_metric_names(self)
             logs = {
-                name: ops.reshape(value * workers if name in totals else value, (1,))
+                name: ops.reshape(
+                    value * workers if name in totals else value, (1,)
+                )
                 for name, value in logs.items()
             }
         return logs
@@ -486,7 +507,9 @@ class Transformer(keras.Model):
     @classmethod
     def from_config(cls, config):
         config = dict(config)
-        settings = {name: config.pop(name) for name in _STEP_SETTINGS if name in config}
+        settings = {
+            name: config.pop(name) for name in _STEP_SETTINGS if name in config
+        }
         model = cls(**config)
         for name, value in settings.items():
             setattr(model, name, value)

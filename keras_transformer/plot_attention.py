@@ -24,9 +24,14 @@ def define_flags(flag_values=FLAGS):
     """Defines the command's flags on `flag_values` (when run as a script:
     on absl's global flags, where another command's would clash)."""
     fv = {"flag_values": flag_values}
-    flags.DEFINE_string("model", None, "Training directory or .keras file.", **fv)
     flags.DEFINE_string(
-        "vocab", None, "Sentencepiece model (default: found beside the model).", **fv
+        "model", None, "Training directory or .keras file.", **fv
+    )
+    flags.DEFINE_string(
+        "vocab",
+        None,
+        "Sentencepiece model (default: found beside the model).",
+        **fv,
     )
     flags.DEFINE_string("sentence", None, "The source sentence.", **fv)
     flags.DEFINE_integer(
@@ -36,7 +41,9 @@ def define_flags(flag_values=FLAGS):
         "negative counts from the top (-1 = the top layer).",
         **fv,
     )
-    flags.DEFINE_string("output_dir", "attention_plots", "Where the PNGs go.", **fv)
+    flags.DEFINE_string(
+        "output_dir", "attention_plots", "Where the PNGs go.", **fv
+    )
     flags.mark_flags_as_required(["model", "sentence"], **fv)
 
 

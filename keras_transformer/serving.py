@@ -46,7 +46,9 @@ def serving_signatures(translator) -> dict:
     return {
         DEFAULT_SIGNATURE: translator.translate.get_concrete_function(),
         IDS_SIGNATURE: translator.translate_ids.get_concrete_function(),
-        OPTIONS_SIGNATURE: (translator.translate_with_options.get_concrete_function()),
+        OPTIONS_SIGNATURE: (
+            translator.translate_with_options.get_concrete_function()
+        ),
     }
 
 
@@ -75,7 +77,9 @@ def warmup_inputs(translator, sentences=WARMUP_SENTENCES) -> dict:
             "The warmup sentences must be a non-empty list of strings. "
             f"Received: sentences={sentences!r}"
         )
-    strings = np.array([sentence.encode("utf-8") for sentence in sentences], object)
+    strings = np.array(
+        [sentence.encode("utf-8") for sentence in sentences], object
+    )
     ids = translator.tokenizer.tokenize(tf.constant(strings)).to_tensor()
     return {
         DEFAULT_SIGNATURE: {"inputs": strings},

@@ -23,14 +23,26 @@ from absl import app, flags
 from keras_transformer import tokens
 from keras_transformer.commands import fail, run_command, stopped
 from keras_transformer.config import OPTIONAL_FIELDS, PRESETS, TransformerConfig
-from keras_transformer.training import distribution, preemption, run_checks, trainer
+from keras_transformer.training import (
+    distribution,
+    preemption,
+    run_checks,
+    trainer,
+)
 
 FLAGS = flags.FLAGS
 
 # Set by the shared vocabulary (--vocab_size), not by --override.
 VOCABULARY_FIELDS = ("vocab_size", "source_vocab_size")
 # The spellings of a bool field's --override value, as absl's boolean flags.
-_BOOLS = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
+_BOOLS = {
+    "true": True,
+    "t": True,
+    "1": True,
+    "false": False,
+    "f": False,
+    "0": False,
+}
 
 
 def define_flags(flag_values=FLAGS):
@@ -44,10 +56,15 @@ def define_flags(flag_values=FLAGS):
         **fv,
     )
     flags.DEFINE_list(
-        "override", [], "Model config fields, e.g. dropout=0.3,num_layers=4.", **fv
+        "override",
+        [],
+        "Model config fields, e.g. dropout=0.3,num_layers=4.",
+        **fv,
     )
     flags.DEFINE_float("dropout", None, "P_drop (default: the preset's).", **fv)
-    flags.DEFINE_float("label_smoothing", None, "eps_ls (default: the preset's).", **fv)
+    flags.DEFINE_float(
+        "label_smoothing", None, "eps_ls (default: the preset's).", **fv
+    )
     flags.DEFINE_string(
         "data",
         "demo",
@@ -133,7 +150,10 @@ def define_flags(flag_values=FLAGS):
         **fv,
     )
     flags.DEFINE_string(
-        "model_dir", None, "Output directory; rerun with the same one to resume.", **fv
+        "model_dir",
+        None,
+        "Output directory; rerun with the same one to resume.",
+        **fv,
     )
     flags.DEFINE_enum(
         "strategy",
@@ -160,7 +180,11 @@ def define_flags(flag_values=FLAGS):
         **fv,
     )
     flags.DEFINE_integer(
-        "num_gpus", 0, "GPUs for --strategy=mirrored (0: all).", lower_bound=0, **fv
+        "num_gpus",
+        0,
+        "GPUs for --strategy=mirrored (0: all).",
+        lower_bound=0,
+        **fv,
     )
     flags.DEFINE_enum(
         "mixed_precision",
@@ -283,13 +307,19 @@ def parse_overrides(items: list[str]) -> dict:
                 # Derived again (d_model / num_heads), as in the base preset.
                 overrides[name] = None
             else:
-                overrides[name] = _BOOLS[text.lower()] if kind is bool else kind(text)
+                overrides[name] = (
+                    _BOOLS[text.lower()] if kind is bool else kind(text)
+                )
         except (KeyError, ValueError):
             article = "an" if kind.__name__[0] in "aeiou" else "a"
             raise ValueError(
                 f"--override {name} needs {article} {kind.__name__} value"
                 + (" (true or false)" if kind is bool else "")
-                + (" or none (derived from d_model / num_heads)" if optional else "")
+                + (
+                    " or none (derived from d_model / num_heads)"
+                    if optional
+                    else ""
+                )
                 + f". Received: override={item!r}"
             ) from None
     return overrides
@@ -339,10 +369,14 @@ def main(argv, flag_values=FLAGS):
     try:
         config = config_from_flags(flag_values)
         train_steps, keep_checkpoints = training_length(
-            flag_values.preset, flag_values.train_steps, flag_values.keep_checkpoints
+            flag_values.preset,
+            flag_values.train_steps,
+            flag_values.keep_checkpoints,
         )
         # Before TensorFlow starts (run_training checks it per replica).
-        run_checks.check_batch_tokens(flag_values.batch_tokens, config.max_length)
+        run_checks.check_batch_tokens(
+            flag_values.batch_tokens, config.max_length
+        )
         result = trainer.run_training(
             config,
             data=flag_values.data,

@@ -42,7 +42,9 @@ def main(argv, flag_values=FLAGS):
 
     try:
         # Before TensorFlow's first op: the setting is fixed once it starts.
-        inference.set_decoding_threads(flag_values.model, flag_values.intra_op_threads)
+        inference.set_decoding_threads(
+            flag_values.model, flag_values.intra_op_threads
+        )
         if len(argv) > 1:
             if flag_values.input:
                 raise ValueError(
@@ -59,12 +61,16 @@ def main(argv, flag_values=FLAGS):
             # Bytes, split as --input files are (on "\n" only, checked UTF-8).
             sentences = split_lines(sys.stdin.buffer.read(), "standard input")
             on_batch = None
-        translator = inference.load_translator(flag_values.model, flag_values.vocab)
+        translator = inference.load_translator(
+            flag_values.model, flag_values.vocab
+        )
     except (ValueError, OSError, TypeError, tf.errors.OpError) as error:
         # User errors: one line, no traceback. The tf.errors come from an
         # unreadable --vocab or input file (missing, or a directory).
         return fail("translate", error)
-    translations = translator.translate(sentences, flag_values.batch_size, on_batch)
+    translations = translator.translate(
+        sentences, flag_values.batch_size, on_batch
+    )
     # UTF-8 bytes, not `print`: under a non-UTF-8 locale (e.g. LANG=C on
     # old systems, or PYTHONIOENCODING=ascii) printing "Königin" raised
     # UnicodeEncodeError after the whole input was translated.

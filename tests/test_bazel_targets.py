@@ -194,7 +194,9 @@ class CheckBazelTargetsTest(TestCase):
         )
 
     def test_empty_init_needs_no_target(self):
-        self.write("keras_transformer/__init__.py", '"""Summary.\n\nMore.\n"""\n')
+        self.write(
+            "keras_transformer/__init__.py", '"""Summary.\n\nMore.\n"""\n'
+        )
         self.assertEqual(self.check(), [])
         self.write("keras_transformer/__init__.py", "from . import a\n")
         (problem,) = self.check()
@@ -216,23 +218,33 @@ class CheckBazelTargetsTest(TestCase):
         )
 
     def test_add_missing_writes_targets_that_pass_the_check(self):
-        self.write("keras_transformer/b.py", "from keras_transformer import a\n")
+        self.write(
+            "keras_transformer/b.py", "from keras_transformer import a\n"
+        )
         self.write(
             "tests/sub/test_b.py",
             "from keras_transformer import b\n\ndef test_b():\n    pass\n",
         )
         added = check_bazel_targets.add_missing_targets(self.root)
-        self.assertEqual(added, ["keras_transformer/b.py", "tests/sub/test_b.py"])
+        self.assertEqual(
+            added, ["keras_transformer/b.py", "tests/sub/test_b.py"]
+        )
         self.assertEqual(self.check(), [])
         new_build = (self.root / "tests/sub/BUILD").read_text(encoding="utf-8")
-        self.assertStartsWith(new_build, 'load("//tools:pytest.bzl", "pytest_test")\n')
+        self.assertStartsWith(
+            new_build, 'load("//tools:pytest.bzl", "pytest_test")\n'
+        )
         self.assertIn('"//keras_transformer:b",', new_build)
 
     def test_main_exit_code_and_report(self):
-        self.assertEqual(check_bazel_targets.main(["--root", str(self.root)]), 0)
+        self.assertEqual(
+            check_bazel_targets.main(["--root", str(self.root)]), 0
+        )
         self.write("keras_transformer/b.py", "B = 1\n")
         with mock.patch("builtins.print") as printed:
-            self.assertEqual(check_bazel_targets.main(["--root", str(self.root)]), 1)
+            self.assertEqual(
+                check_bazel_targets.main(["--root", str(self.root)]), 1
+            )
         self.assertIn("1 problems", printed.call_args.args[0])
 
 

@@ -51,7 +51,9 @@ class TestCase(tf.test.TestCase, parameterized.TestCase):
     def assert_serialization_round_trip(self, layer):
         """`keras.saving.serialize_keras_object` round trip keeps the config,
         which is JSON (as in a `.keras` file: no numpy scalars)."""
-        serialized = json.loads(json.dumps(keras.saving.serialize_keras_object(layer)))
+        serialized = json.loads(
+            json.dumps(keras.saving.serialize_keras_object(layer))
+        )
         revived = keras.saving.deserialize_keras_object(serialized)
         self.assertEqual(revived.get_config(), layer.get_config())
         return revived

@@ -63,7 +63,10 @@ def run_main(command, *args):
         status = command.main(argv, flag_values)
     stdout.flush()
     return subprocess.CompletedProcess(
-        argv, status, stdout.buffer.getvalue().decode("utf-8"), stderr.getvalue()
+        argv,
+        status,
+        stdout.buffer.getvalue().decode("utf-8"),
+        stderr.getvalue(),
     )
 
 
@@ -86,7 +89,8 @@ def console_scripts():
         if isinstance(node, ast.keyword) and node.arg == "entry_points":
             scripts = ast.literal_eval(node.value)["console_scripts"]
             return dict(
-                (part.strip() for part in script.split("=")) for script in scripts
+                (part.strip() for part in script.split("="))
+                for script in scripts
             )
     raise AssertionError("setup.py has no entry_points")
 
@@ -123,7 +127,10 @@ class ConsoleScriptsTest(TestCase):
         # and starts with the command module's docstring.
         scripts = console_scripts()
         for command, expected in (
-            ("keras-transformer-train", ("--preset", "--data", "--train_steps")),
+            (
+                "keras-transformer-train",
+                ("--preset", "--data", "--train_steps"),
+            ),
             ("keras-transformer-translate", ("--model", "--intra_op_threads")),
         ):
             module, _, function = scripts[command].partition(":")
@@ -141,8 +148,12 @@ class ConsoleScriptsTest(TestCase):
             )
             with self.subTest(command):
                 self.assertNotIn("Traceback", result.stderr)
-                summary = importlib.import_module(module).__doc__.splitlines()[0]
-                self.assertTrue(result.stdout.startswith(summary), result.stdout[:200])
+                summary = importlib.import_module(module).__doc__.splitlines()[
+                    0
+                ]
+                self.assertTrue(
+                    result.stdout.startswith(summary), result.stdout[:200]
+                )
                 for name in expected:
                     self.assertIn(f"\n  {name}:", result.stdout)
 
@@ -183,7 +194,9 @@ class CommandsTest(TestCase):
         self.assertEqual(translated.returncode, 0, translated.stderr[-2000:])
         lines = translated.stdout.splitlines()
         self.assertLen(lines, len(SENTENCES))
-        self.assertIn(f"{len(SENTENCES)}/{len(SENTENCES)} sentences", translated.stderr)
+        self.assertIn(
+            f"{len(SENTENCES)}/{len(SENTENCES)} sentences", translated.stderr
+        )
         references = [target for _, target in fixtures.PAIRS[:6]]
         ref = fixtures.write(
             os.path.join(self.folder, "ref.de"),
@@ -233,7 +246,9 @@ class CommandsTest(TestCase):
         self.assertEqual(by_argument.stdout, by_stdin.stdout)
         self.assertLen(by_argument.stdout.splitlines(), 3)
         for result in (by_argument, by_stdin):
-            self.assertIn("1 of 3 sentences are longer than the model's", result.stderr)
+            self.assertIn(
+                "1 of 3 sentences are longer than the model's", result.stderr
+            )
             self.assertIn("sentences 3 (1-based)", result.stderr)
 
     def test_bad_stdin_and_arguments_are_one_line_errors(self):
@@ -256,9 +271,13 @@ class CommandsTest(TestCase):
             translate, f"--model={self.export}", f"--input={self.src}", "Hi."
         )
         self.assertEqual(both.returncode, 1)
-        self.assertIn("Pass sentences as arguments or --input, not both.", both.stderr)
+        self.assertIn(
+            "Pass sentences as arguments or --input, not both.", both.stderr
+        )
 
-    def test_output_is_utf8_whatever_the_locale_and_a_closed_pipe_is_quiet(self):
+    def test_output_is_utf8_whatever_the_locale_and_a_closed_pipe_is_quiet(
+        self,
+    ):
         # An ASCII stdout raised UnicodeEncodeError (a traceback, nothing
         # written) once every sentence was translated; the random model's
         # translations hold non-ASCII text.
@@ -269,7 +288,9 @@ class CommandsTest(TestCase):
             "Cat.",
             env={"PYTHONIOENCODING": "ascii"},
         )
-        self.assertEqual(ascii_locale.returncode, 0, ascii_locale.stderr[-2000:])
+        self.assertEqual(
+            ascii_locale.returncode, 0, ascii_locale.stderr[-2000:]
+        )
         # Decoded here as UTF-8; split on "\n" only (a translation may hold
         # other line breaks).
         lines = ascii_locale.stdout.split("\n")
@@ -295,7 +316,9 @@ class CommandsTest(TestCase):
         # text:PREFIX), and a file of blank lines gives as many empty lines,
         # as standard input does (it was refused as "empty").
         blank = fixtures.write(os.path.join(self.folder, "blank.en"), "\n \r\n")
-        result = run_main(translate, f"--model={self.export}", f"--input={blank}")
+        result = run_main(
+            translate, f"--model={self.export}", f"--input={blank}"
+        )
         self.assertEqual(result.returncode, 0, result.stderr[-2000:])
         self.assertEqual(result.stdout, "\n\n")
         missing = os.path.join(self.folder, "missing.en")
@@ -303,7 +326,11 @@ class CommandsTest(TestCase):
         hint = "Pass a text file of sentences, one per line."
         folder = self.folder
         for path, error, message in (
-            (missing, FileNotFoundError, f"The --input file {missing} does not exist"),
+            (
+                missing,
+                FileNotFoundError,
+                f"The --input file {missing} does not exist",
+            ),
             (
                 folder,
                 ValueError,
@@ -315,17 +342,24 @@ class CommandsTest(TestCase):
                 error, re.escape(f"{message}. {hint} Received: input={path}")
             ):
                 text_files.read_sentences(path, "input")
-        crlf = fixtures.write(os.path.join(self.folder, "crlf.en"), "Hi.\r\nYes.\r\n")
-        self.assertEqual(text_files.read_sentences(crlf, "input"), ["Hi.", "Yes."])
+        crlf = fixtures.write(
+            os.path.join(self.folder, "crlf.en"), "Hi.\r\nYes.\r\n"
+        )
+        self.assertEqual(
+            text_files.read_sentences(crlf, "input"), ["Hi.", "Yes."]
+        )
 
     def test_arguments_must_be_utf8(self):
         # Python keeps bytes that are not UTF-8 as lone surrogates.
         argument = b"Hi \xff there".decode("utf-8", "surrogateescape")
         with self.assertRaisesRegex(
-            ValueError, r"Argument 2 is not valid UTF-8.*argument 2=Hi \\udcff there"
+            ValueError,
+            r"Argument 2 is not valid UTF-8.*argument 2=Hi \\udcff there",
         ):
             translate._arguments(["Hi.", argument])
-        self.assertEqual(translate._arguments(["Hi.", "Ça va"]), ["Hi.", "Ça va"])
+        self.assertEqual(
+            translate._arguments(["Hi.", "Ça va"]), ["Hi.", "Ça va"]
+        )
 
     def test_clear_errors(self):
         missing = run_main(translate, "--model=/nonexistent/model", "Hi.")
@@ -333,7 +367,10 @@ class CommandsTest(TestCase):
         self.assertIn("model=/nonexistent/model", missing.stderr)
         empty = fixtures.write(os.path.join(self.folder, "empty.en"), "")
         result = run_main(
-            evaluate, f"--model={self.model_dir}", f"--src={empty}", f"--ref={empty}"
+            evaluate,
+            f"--model={self.model_dir}",
+            f"--src={empty}",
+            f"--ref={empty}",
         )
         self.assertEqual(result.returncode, 1)
         self.assertIn(f"The --src file {empty} is empty", result.stderr)
@@ -354,7 +391,9 @@ class CommandsTest(TestCase):
         )
         self.assertEqual(no_model.returncode, 1)
         self.assertIn("does not exist", no_model.stderr)
-        self.assertIn(f"Received: model={self.folder}/test.en.d", no_model.stderr)
+        self.assertIn(
+            f"Received: model={self.folder}/test.en.d", no_model.stderr
+        )
         missing_vocab = os.path.join(self.folder, "no", "vocab.model")
         no_vocab = run_main(
             translate,

@@ -51,11 +51,18 @@ class TransformerConfigTest(TestCase):
             "D4": (6, 512, 2048, 8, 64, 64, 0.1, 0.2, sinusoid),
             "E": (6, 512, 2048, 8, 64, 64, 0.1, 0.1, learned),
         }
-        self.assertEqual(set(config_lib.TABLE3_ROWS) | {"base", "big"}, set(rows))
+        self.assertEqual(
+            set(config_lib.TABLE3_ROWS) | {"base", "big"}, set(rows)
+        )
         for row, expected in rows.items():
             c = TransformerConfig.preset(row)
             got = (c.num_layers, c.d_model, c.d_ff, c.num_heads, c.head_key_dim)
-            got += (c.head_value_dim, c.dropout, c.label_smoothing, c.positional)
+            got += (
+                c.head_value_dim,
+                c.dropout,
+                c.label_smoothing,
+                c.positional,
+            )
             self.assertEqual(got, expected, row)
 
     def test_overrides_and_frozen(self):
@@ -77,7 +84,9 @@ class TransformerConfigTest(TestCase):
             self.assertIs(config.attention_bias, False)
         for value in (False, True):
             config = TransformerConfig.preset("tiny", attention_bias=value)
-            self.assertEqual(TransformerConfig.from_dict(config.to_dict()), config)
+            self.assertEqual(
+                TransformerConfig.from_dict(config.to_dict()), config
+            )
 
     def test_a_dict_saved_without_attention_bias_had_the_biases(self):
         # Models saved before the field existed have attention biases.
@@ -109,7 +118,9 @@ class TransformerConfigTest(TestCase):
                 TransformerConfig.preset("base", **overrides)
 
     def test_explicit_head_dims_allow_indivisible_width(self):
-        config = TransformerConfig.preset("base", d_model=500, key_dim=64, value_dim=32)
+        config = TransformerConfig.preset(
+            "base", d_model=500, key_dim=64, value_dim=32
+        )
         self.assertEqual((config.head_key_dim, config.head_value_dim), (64, 32))
         # Both: d_v would be d_model // h = 62 here, silently.
         for unset in ("key_dim", "value_dim"):
@@ -142,7 +153,9 @@ class TransformerConfigTest(TestCase):
             "source_vocab_size=4",
         ),
     )
-    def test_vocabulary_needs_the_special_ids_and_one_more(self, overrides, received):
+    def test_vocabulary_needs_the_special_ids_and_one_more(
+        self, overrides, received
+    ):
         name = received.split("=")[0]
         message = (
             f"`{name}` must be an integer >= 5 (ids 0-3 are the special tokens "
@@ -151,7 +164,9 @@ class TransformerConfigTest(TestCase):
         )
         with self.assertRaisesRegex(ValueError, re.escape(message)):
             TransformerConfig.preset("tiny", **overrides)
-        smallest = {key: 5 if key == name else v for key, v in overrides.items()}
+        smallest = {
+            key: 5 if key == name else v for key, v in overrides.items()
+        }
         config = TransformerConfig.preset("tiny", **smallest)
         self.assertEqual(getattr(config, name), 5)
 
@@ -160,10 +175,28 @@ class TransformerConfigTest(TestCase):
         ("bool_int", "d_model", True, "a positive integer", "True (bool)"),
         ("float_int", "num_layers", 2.0, "a positive integer", "2.0 (float)"),
         ("str_optional_int", "key_dim", "8", "a positive integer", "'8' (str)"),
-        ("none_int", "num_heads", None, "a positive integer", "None (NoneType)"),
+        (
+            "none_int",
+            "num_heads",
+            None,
+            "a positive integer",
+            "None (NoneType)",
+        ),
         ("str_rate", "dropout", "0.1", "a number in [0, 1)", "'0.1' (str)"),
-        ("bool_rate", "label_smoothing", False, "a number in [0, 1)", "False (bool)"),
-        ("list_rate", "attention_dropout", [0.1], "a number in [0, 1)", "[0.1] (list)"),
+        (
+            "bool_rate",
+            "label_smoothing",
+            False,
+            "a number in [0, 1)",
+            "False (bool)",
+        ),
+        (
+            "list_rate",
+            "attention_dropout",
+            [0.1],
+            "a number in [0, 1)",
+            "[0.1] (list)",
+        ),
         (
             "str_epsilon",
             "layer_norm_epsilon",
@@ -172,10 +205,24 @@ class TransformerConfigTest(TestCase):
             "'1e-6' (str)",
         ),
         ("int_bool", "attention_bias", 1, "True or False", "1 (int)"),
-        ("str_bool", "attention_bias", "false", "True or False", "'false' (str)"),
-        ("none_bool", "attention_bias", None, "True or False", "None (NoneType)"),
+        (
+            "str_bool",
+            "attention_bias",
+            "false",
+            "True or False",
+            "'false' (str)",
+        ),
+        (
+            "none_bool",
+            "attention_bias",
+            None,
+            "True or False",
+            "None (NoneType)",
+        ),
     )
-    def test_wrong_types_are_clear_errors(self, name, value, expected, received):
+    def test_wrong_types_are_clear_errors(
+        self, name, value, expected, received
+    ):
         # Strings used to raise a bare TypeError from a comparison.
         message = f"`{name}` must be {expected}. Received: {name}={received}"
         with self.assertRaisesRegex(ValueError, re.escape(message)):
@@ -210,12 +257,16 @@ class TransformerConfigTest(TestCase):
             layer_norm_epsilon=1,
         )
         self.assertEqual((config.d_model, config.key_dim), (64, 16))
-        self.assertEqual((config.dropout, config.layer_norm_epsilon), (0.0, 1.0))
+        self.assertEqual(
+            (config.dropout, config.layer_norm_epsilon), (0.0, 1.0)
+        )
         for name in ("d_model", "key_dim"):
             self.assertIs(type(getattr(config, name)), int)
         for name in ("dropout", "label_smoothing", "layer_norm_epsilon"):
             self.assertIs(type(getattr(config, name)), float)
         # JSON spells a whole float as an int ("dropout": 0): still accepted.
-        text = json.dumps(config.to_dict()).replace('"dropout": 0.0', '"dropout": 0')
+        text = json.dumps(config.to_dict()).replace(
+            '"dropout": 0.0', '"dropout": 0'
+        )
         self.assertIn('"dropout": 0,', text)
         self.assertEqual(TransformerConfig.from_dict(json.loads(text)), config)

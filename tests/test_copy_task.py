@@ -11,7 +11,10 @@ from keras_transformer.training import (
     MaskedTokenAccuracy,
     transformer_optimizer,
 )
-from keras_transformer.training.averaging import average_models, last_checkpoints
+from keras_transformer.training.averaging import (
+    average_models,
+    last_checkpoints,
+)
 from keras_transformer.training.callbacks import KeepLastCheckpoints
 from tests.test_case import TestCase
 
@@ -64,7 +67,9 @@ class ReverseTaskTest(TestCase):
         )
         features, labels = reverse_task(8192, seed=0)
         model_dir = self.get_temp_dir()
-        checkpoints = KeepLastCheckpoints(os.path.join(model_dir, "checkpoints"), 4)
+        checkpoints = KeepLastCheckpoints(
+            os.path.join(model_dir, "checkpoints"), 4
+        )
         model.fit(
             features,
             labels,

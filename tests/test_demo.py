@@ -25,7 +25,8 @@ class DemoFlagsTest(TestCase):
         self.assertEqual(parse(f"--seed={run_checks.MAX_SEED}").seed, 2**32 - 1)
         for seed in ("-1", "4294967296"):
             with self.assertRaisesRegex(
-                flags.IllegalFlagValueError, f"seed={seed}: .* not an integer in"
+                flags.IllegalFlagValueError,
+                f"seed={seed}: .* not an integer in",
             ):
                 parse(f"--seed={seed}")
 
@@ -36,14 +37,21 @@ class DemoFlagsTest(TestCase):
                 ["--train_steps=5", "--steps_per_checkpoint=2"],
                 "Received: train_steps=5, steps_per_checkpoint=2",
             ),
-            (["--batch_tokens=64"], "batch_tokens=64, max_length=128, replicas=1"),
+            (
+                ["--batch_tokens=64"],
+                "batch_tokens=64, max_length=128, replicas=1",
+            ),
         ):
             with self.subTest(args=args):
                 stderr = io.StringIO()
                 with contextlib.redirect_stderr(stderr):
-                    status = demo.main(["demo"], parse(f"--model_dir={run_dir}", *args))
+                    status = demo.main(
+                        ["demo"], parse(f"--model_dir={run_dir}", *args)
+                    )
                 self.assertEqual(status, 1)
-                self.assertRegex(stderr.getvalue(), f"^demo: error: .*{message}\\n$")
+                self.assertRegex(
+                    stderr.getvalue(), f"^demo: error: .*{message}\\n$"
+                )
                 self.assertFalse(os.path.exists(run_dir))
 
     def test_export_dir_is_checked_before_training_and_never_replaced(self):
@@ -54,18 +62,29 @@ class DemoFlagsTest(TestCase):
         os.makedirs(os.path.join(served, "transformer", "1"))
         a_file = fixtures.write(os.path.join(folder, "a_file"), "x")
         for export_dir, message in (
-            (served, "models/transformer/1 exists and is not an export of this demo"),
-            (a_file, "a_file is a file, so the export directory cannot be created"),
+            (
+                served,
+                "models/transformer/1 exists and is not an export of this demo",
+            ),
+            (
+                a_file,
+                "a_file is a file, so the export directory cannot be created",
+            ),
         ):
             with self.subTest(export_dir=export_dir):
                 stderr = io.StringIO()
                 with contextlib.redirect_stderr(stderr):
                     status = demo.main(
                         ["demo"],
-                        parse(f"--model_dir={run_dir}", f"--export_dir={export_dir}"),
+                        parse(
+                            f"--model_dir={run_dir}",
+                            f"--export_dir={export_dir}",
+                        ),
                     )
                 self.assertEqual(status, 1)
-                self.assertRegex(stderr.getvalue(), f"^demo: error: .*{message}.*\\n$")
+                self.assertRegex(
+                    stderr.getvalue(), f"^demo: error: .*{message}.*\\n$"
+                )
                 # Nothing trained, nothing deleted.
                 self.assertFalse(os.path.exists(run_dir))
                 self.assertTrue(
@@ -86,6 +105,7 @@ class DemoFlagsTest(TestCase):
             os.path.join(run_dir, "export", "transformer", "1"), run_dir
         )
         fixtures.write(
-            os.path.join(run_dir, demo.SUMMARY_FILE), json.dumps({"export": own})
+            os.path.join(run_dir, demo.SUMMARY_FILE),
+            json.dumps({"export": own}),
         )
         demo.check_export_path(own, run_dir)

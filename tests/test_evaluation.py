@@ -109,7 +109,8 @@ class EvaluationTest(TestCase):
         )
         for lang in ("en", "fr", "es"):
             self.assertNotIn(
-                "##AT##", evaluation.paper_tokenize("A well-known e-mail.", lang)
+                "##AT##",
+                evaluation.paper_tokenize("A well-known e-mail.", lang),
             )
         self.assertEqual(
             evaluation.paper_tokenize("Ein E-Mail-Konto.", "de"),
@@ -118,11 +119,16 @@ class EvaluationTest(TestCase):
 
     def test_tokenized_bleu_is_case_sensitive(self):
         # As multi-bleu.perl without -lc: a lower-cased hypothesis is wrong.
-        hypotheses, references = ["das haus ist klein ."], ["Das Haus ist klein ."]
+        hypotheses, references = (
+            ["das haus ist klein ."],
+            ["Das Haus ist klein ."],
+        )
         self.assertAllClose(
             evaluation.tokenized_bleu(references, references, "de"), 100
         )
-        self.assertLess(evaluation.tokenized_bleu(hypotheses, references, "de"), 100)
+        self.assertLess(
+            evaluation.tokenized_bleu(hypotheses, references, "de"), 100
+        )
 
     def test_french_tokenized_bleu_is_multi_bleu_on_moses_tokens(self):
         # multi-bleu.perl on `tokenizer.perl -l fr` output (checked against
@@ -132,7 +138,9 @@ class EvaluationTest(TestCase):
         # matching tokens each side) scored 67.75.
         hypotheses = ["C'est-à-dire qu'il arrive hier."]
         references = ["C'est-à-dire qu'il est arrivé hier."]
-        expected = 100 * math.exp(1 - 8 / 7) * (6 / 7 * 4 / 6 * 2 / 5 * 1 / 4) ** 0.25
+        expected = (
+            100 * math.exp(1 - 8 / 7) * (6 / 7 * 4 / 6 * 2 / 5 * 1 / 4) ** 0.25
+        )
         self.assertAllClose(
             evaluation.tokenized_bleu(hypotheses, references, "fr"), expected
         )
@@ -180,7 +188,9 @@ class EvaluationTest(TestCase):
         hypotheses = ["我们今天去公园跑步。", "他昨天买了一本旧书。"]
         scores = evaluation.score(hypotheses, references, target_lang="zh")
         self.assertIn("tok:zh", scores.bleu_signature)
-        expected = sacrebleu.corpus_bleu(hypotheses, [references], tokenize="zh")
+        expected = sacrebleu.corpus_bleu(
+            hypotheses, [references], tokenize="zh"
+        )
         self.assertAllClose(scores.bleu, expected.score)
         self.assertGreater(scores.bleu, 50.0)  # 13a's whole-sentence words: 0.
         # Moses leaves unspaced sentences whole too: no tokenized BLEU.
@@ -219,7 +229,9 @@ class EvaluationTest(TestCase):
                 "Ein E ##AT##-##AT## Mail ##AT##-##AT## Konto .",
             )
             self.assertEqual(
-                evaluation.score(REFERENCES, REFERENCES, lang).tokenized_bleu_signature,
+                evaluation.score(
+                    REFERENCES, REFERENCES, lang
+                ).tokenized_bleu_signature,
                 "moses-de+compound-split|multi-bleu",
             )
         self.assertEqual(
@@ -238,14 +250,19 @@ class EvaluationTest(TestCase):
 
     def test_missing_japanese_and_korean_tokenizers_are_clear_errors(self):
         # As without mecab-python3 / mecab-ko installed (sacreBLEU's extras).
-        for lang, module in (("ja", tokenizer_ja_mecab), ("ko", tokenizer_ko_mecab)):
+        for lang, module in (
+            ("ja", tokenizer_ja_mecab),
+            ("ko", tokenizer_ko_mecab),
+        ):
             message = (
                 f"BLEU for target language {lang} needs an optional sacreBLEU "
                 f"tokenizer that is not installed; install it with pip install "
                 f"'sacrebleu[{lang}]'. Received: target_lang={lang}"
             )
             with mock.patch.object(module, "MeCab", None):
-                with self.assertRaisesRegex(ValueError, f"^{re.escape(message)}$"):
+                with self.assertRaisesRegex(
+                    ValueError, f"^{re.escape(message)}$"
+                ):
                     evaluation.check_target_language(lang)
                 with self.assertRaisesRegex(ValueError, "sacrebleu"):
                     evaluation.score(["一"], ["一"], target_lang=lang)
@@ -262,7 +279,9 @@ class EvaluationTest(TestCase):
         # No 4-gram in common: multi-bleu.perl gives 0 (smoothing: 10.68).
         self.assertEqual(
             evaluation.tokenized_bleu(
-                ["Der Hund läuft schnell weg."], ["Ein Hund rennt schnell davon."], "de"
+                ["Der Hund läuft schnell weg."],
+                ["Ein Hund rennt schnell davon."],
+                "de",
             ),
             0.0,
         )
@@ -296,10 +315,16 @@ class EvaluateCommandTest(TestCase):
         # A training directory of a de->en run (the model is never loaded).
         self.model_dir = os.path.join(self.folder, "run")
         os.makedirs(os.path.join(self.model_dir, "checkpoints"))
-        for name in ("model.keras", "averaged.keras", "checkpoints/ckpt-2.keras"):
+        for name in (
+            "model.keras",
+            "averaged.keras",
+            "checkpoints/ckpt-2.keras",
+        ):
             open(os.path.join(self.model_dir, name), "wb").close()
         settings = {"src_lang": "de", "tgt_lang": "en", "data": "demo"}
-        with open(os.path.join(self.model_dir, run_checks.SETTINGS_FILE), "w") as f:
+        with open(
+            os.path.join(self.model_dir, run_checks.SETTINGS_FILE), "w"
+        ) as f:
             json.dump(settings, f)
 
     def assert_one_line_error(self, args, message):
@@ -317,7 +342,12 @@ class EvaluateCommandTest(TestCase):
         for output, name, path, what in (
             (self.ref, "ref", self.ref, "references"),
             (hard_link, "ref", self.ref, "references"),
-            (os.path.join(self.folder, ".", "test.de"), "ref", self.ref, "references"),
+            (
+                os.path.join(self.folder, ".", "test.de"),
+                "ref",
+                self.ref,
+                "references",
+            ),
             (symlink, "src", self.src, "sources"),
         ):
             self.assert_one_line_error(
@@ -327,10 +357,18 @@ class EvaluateCommandTest(TestCase):
                 f"Received: output={output}, {name}={path}",
             )
         # A file of a `--data` test split (the run is de->en: test.de, test.en).
-        for data in (f"text:{self.folder}/train", f"text:test={self.folder}/test"):
+        for data in (
+            f"text:{self.folder}/train",
+            f"text:test={self.folder}/test",
+        ):
             for path in (self.ref, self.src):
                 self.assert_one_line_error(
-                    [model, f"--data={data}", "--split=test", f"--output={path}"],
+                    [
+                        model,
+                        f"--data={data}",
+                        "--split=test",
+                        f"--output={path}",
+                    ],
                     "`--output` must not be an input file: writing it would "
                     "overwrite the test split; choose another path. "
                     f"Received: output={path}, data={path}",
@@ -340,12 +378,16 @@ class EvaluateCommandTest(TestCase):
         with open(self.src, encoding="utf-8") as file:
             self.assertEqual(file.read(), "Hello.\n")
 
-    def test_output_must_not_be_a_file_of_another_split_or_the_training_data(self):
+    def test_output_must_not_be_a_file_of_another_split_or_the_training_data(
+        self,
+    ):
         # Scoring the test split must not overwrite the corpus's train or
         # dev files, nor those of the model's own training corpus.
         for split in ("train", "dev"):
             for lang in ("de", "en"):
-                with open(os.path.join(self.folder, f"{split}.{lang}"), "w") as f:
+                with open(
+                    os.path.join(self.folder, f"{split}.{lang}"), "w"
+                ) as f:
                     f.write("Daten.\n")
         tsv = os.path.join(self.folder, "train.tsv")
         with open(tsv, "w") as file:
@@ -367,11 +409,18 @@ class EvaluateCommandTest(TestCase):
             "tgt_lang": "en",
             "data": f"text:{self.folder}/train",
         }
-        with open(os.path.join(self.model_dir, run_checks.SETTINGS_FILE), "w") as f:
+        with open(
+            os.path.join(self.model_dir, run_checks.SETTINGS_FILE), "w"
+        ) as f:
             json.dump(settings, f)
         path = f"{self.folder}/dev.en"
         self.assert_one_line_error(
-            [model, f"--src={self.src}", f"--ref={self.ref}", f"--output={path}"],
+            [
+                model,
+                f"--src={self.src}",
+                f"--ref={self.ref}",
+                f"--output={path}",
+            ],
             "`--output` must not be an input file: writing it would overwrite "
             "the training run's dev split; choose another path. "
             f"Received: output={path}, model={path}",
@@ -470,7 +519,9 @@ class EvaluateCommandTest(TestCase):
         with open(settings) as file:
             self.assertEqual(json.load(file)["src_lang"], "de")
         # A new file beside the run's files is fine.
-        flag_values = parse(f"--model={run_dir}", *data, f"--output={run_dir}/h.en")
+        flag_values = parse(
+            f"--model={run_dir}", *data, f"--output={run_dir}/h.en"
+        )
         evaluate._check_output(flag_values, "de", "en")
 
     def test_test_set_flags_name_one_test_set(self):
@@ -624,7 +675,11 @@ class EvaluateCommandTest(TestCase):
         with open(path, "w") as file:
             file.write("{")
         self.assert_one_line_error(
-            [f"--model={self.model_dir}", f"--src={self.src}", f"--ref={self.ref}"],
+            [
+                f"--model={self.model_dir}",
+                f"--src={self.src}",
+                f"--ref={self.ref}",
+            ],
             "The training run's settings.json is not valid JSON (Expecting "
             "property name enclosed in double quotes: line 1 column 2 (char 1)); "
             f"repair or delete it. Received: {path}",
@@ -649,7 +704,9 @@ class EvaluateCommandTest(TestCase):
         scores = json.loads(stdout)
         # multi-bleu.perl on the Moses tokens (see the French test above).
         self.assertEqual(scores["tokenized_bleu"], 42.38)
-        self.assertEqual(scores["tokenized_bleu_signature"], "moses-fr|multi-bleu")
+        self.assertEqual(
+            scores["tokenized_bleu_signature"], "moses-fr|multi-bleu"
+        )
         self.assertIn("tokenized BLEU 42.38 (moses-fr|multi-bleu)", stderr)
 
     def test_a_failed_output_write_still_prints_the_scores(self):
@@ -742,7 +799,9 @@ class EvaluateCommandTest(TestCase):
         self.assertNotIn("translations are empty", stderr)
         self.assertEqual(json.loads(stdout)["num_sentences"], 5)
 
-    def test_regional_target_language_is_scored_and_printed_as_its_language(self):
+    def test_regional_target_language_is_scored_and_printed_as_its_language(
+        self,
+    ):
         # --tgt_lang=zh-TW got 13a and a tokenized BLEU of whole sentences.
         ref = self.write_lines("test.zh", ["我们今天去公园散步。"])
         status, stdout, stderr = run_with_translations(

@@ -47,7 +47,9 @@ def run_binary(test, *flags, as_module=False):
     """Runs the command in a subprocess, as the repository's script or
     (`as_module`) as `python -m keras_transformer.export_model`, the form
     an installed package has; returns the finished process."""
-    command = ["-m", "keras_transformer.export_model"] if as_module else [BINARY]
+    command = (
+        ["-m", "keras_transformer.export_model"] if as_module else [BINARY]
+    )
     return subprocess.run(
         [sys.executable, *command, *flags],
         check=False,
@@ -99,7 +101,9 @@ class ExportBinaryTest(TestCase):
         translator = Translator(model, fixtures.tokenizer(), length_offset=4)
         expected = translator.translate(tf.constant(SENTENCES))
         loaded = serving.load_exported(path)
-        served = loaded.signatures["serving_default"](inputs=tf.constant(SENTENCES))
+        served = loaded.signatures["serving_default"](
+            inputs=tf.constant(SENTENCES)
+        )
         self.assertAllEqual(served["outputs"], expected["outputs"])
         self.assertAllClose(served["scores"], expected["scores"])
         # TF Serving's warmup requests, of the --warmup_file sentences.
@@ -183,7 +187,9 @@ class ExportBinaryTest(TestCase):
         checkpoint = os.path.join(runs["a"][0], "checkpoints", "ckpt-2.keras")
         other = os.path.join(runs["b"][0], "checkpoints", "ckpt-2.keras")
         self.assertEqual(default_vocab(None, [checkpoint]), runs["a"][1])
-        self.assertEqual(default_vocab(runs["a"][0], [checkpoint]), runs["a"][1])
+        self.assertEqual(
+            default_vocab(runs["a"][0], [checkpoint]), runs["a"][1]
+        )
         self.assertEqual(default_vocab(runs["b"][0], []), runs["b"][1])
         with self.assertRaisesRegex(
             ValueError,
@@ -237,7 +243,9 @@ class ExportBinaryTest(TestCase):
             ),
         ):
             # The checkpoint does not exist: loading it would fail otherwise.
-            export(checkpoints=["missing.keras"], vocab="v.model", export_dir=afile)
+            export(
+                checkpoints=["missing.keras"], vocab="v.model", export_dir=afile
+            )
 
     def test_export_base_that_cannot_be_written_is_refused_before_loading(self):
         # The nearest directory that exists is checked: the export creates
@@ -247,7 +255,9 @@ class ExportBinaryTest(TestCase):
         folder = fixtures.tempdir(self)
         base = os.path.join(folder, "exports")
         with (
-            mock.patch("os.access", side_effect=lambda path, mode: path != folder),
+            mock.patch(
+                "os.access", side_effect=lambda path, mode: path != folder
+            ),
             self.assertRaisesRegex(
                 PermissionError,
                 re.escape(
@@ -257,7 +267,9 @@ class ExportBinaryTest(TestCase):
                 ),
             ),
         ):
-            export(checkpoints=["missing.keras"], vocab="v.model", export_dir=base)
+            export(
+                checkpoints=["missing.keras"], vocab="v.model", export_dir=base
+            )
         self.assertFalse(os.path.exists(base))
 
     def test_missing_model_dir_is_said_not_to_exist(self):
@@ -277,7 +289,9 @@ class ExportBinaryTest(TestCase):
         shutil.copy(fixtures.model_path(), os.path.join(run, "vocab.model"))
         os.makedirs(os.path.join(run, "checkpoints"))
         for step in (8, 10):
-            fixtures.write(os.path.join(run, "checkpoints", f"ckpt-{step}.keras"), "")
+            fixtures.write(
+                os.path.join(run, "checkpoints", f"ckpt-{step}.keras"), ""
+            )
         newest = os.path.join(run, "checkpoints", "ckpt-10.keras")
         hint = re.escape(
             f"Its training run has not finished: use its newest checkpoint, "
@@ -288,7 +302,9 @@ class ExportBinaryTest(TestCase):
             f"^--model_dir holds no model.keras. {hint}.*--checkpoint",
         ):
             export(model_dir=run)
-        with self.assertRaisesRegex(FileNotFoundError, f"holds no model.*{hint}"):
+        with self.assertRaisesRegex(
+            FileNotFoundError, f"holds no model.*{hint}"
+        ):
             inference.load_translator(run)
 
     def test_missing_checkpoint_is_named_before_any_loading(self):
@@ -341,10 +357,15 @@ class ExportBinaryTest(TestCase):
         run_dir = os.path.join(model_dir, "1")
         os.makedirs(run_dir)
         for file in ("model.keras", "bpe.model"):
-            os.rename(os.path.join(model_dir, file), os.path.join(run_dir, file))
+            os.rename(
+                os.path.join(model_dir, file), os.path.join(run_dir, file)
+            )
         path = serving.serving_path(export_dir, name, version)
         onto_it = dict(
-            export_dir=export_dir, model_name=name, version=version, overwrite=True
+            export_dir=export_dir,
+            model_name=name,
+            version=version,
+            overwrite=True,
         )
         with self.assertRaisesRegex(
             ValueError,
@@ -450,7 +471,11 @@ class ExportBinaryTest(TestCase):
                     ),
                 ),
                 (
-                    [f"--model_dir={export_dir}", "--model_name=m", "--version=1"],
+                    [
+                        f"--model_dir={export_dir}",
+                        "--model_name=m",
+                        "--version=1",
+                    ],
                     (
                         "The export directory already exists; choose a new `version` "
                         "or pass overwrite=True (--overwrite). "
@@ -475,7 +500,8 @@ class ExportBinaryTest(TestCase):
             lines = result.stderr.splitlines()
             self.assertEqual(lines[-1], f"export_model.py: error: {message}")
             self.assertLen(
-                [line for line in lines if line.startswith("export_model.py")], 1
+                [line for line in lines if line.startswith("export_model.py")],
+                1,
             )
             self.assertNotIn("Traceback", result.stderr)
             self.assertEqual(result.stdout, "")

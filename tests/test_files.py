@@ -58,7 +58,9 @@ class FilesTest(TestCase):
             self.assertRaisesRegex(OSError, "disk full"),
             files.written_aside(path) as partial,
         ):
-            self.assertEqual(partial, os.path.join(folder, "partial-model.keras"))
+            self.assertEqual(
+                partial, os.path.join(folder, "partial-model.keras")
+            )
             fixtures.write(partial, "half")
             raise OSError("disk full")
         # The earlier file, and nothing beside it.

@@ -56,7 +56,11 @@ def closed_form_parameter_count(config):
 
 def tiny_config(**overrides):
     return TransformerConfig.preset(
-        "tiny", **{**dict(vocab_size=40, d_model=32, d_ff=64, num_heads=4), **overrides}
+        "tiny",
+        **{
+            **dict(vocab_size=40, d_model=32, d_ff=64, num_heads=4),
+            **overrides,
+        },
     )
 
 
@@ -71,7 +75,9 @@ class TransformerModelTest(TestCase):
         # A functional model: Keras built it from its inputs and outputs.
         self.assertIn("Functional", [c.__name__ for c in type(model).__mro__])
         self.assertIn("encoder", [layer.name for layer in model.layers])
-        self.assertEqual(sorted(model.input.keys()), ["source_ids", "target_ids"])
+        self.assertEqual(
+            sorted(model.input.keys()), ["source_ids", "target_ids"]
+        )
         source = self.random_ids((2, 7), 40)
         target = self.random_ids((2, 5), 40, seed=1)
         logits = model({"source_ids": source, "target_ids": target})
@@ -154,12 +160,15 @@ class TransformerModelTest(TestCase):
 
     def test_decoding_past_a_learned_position_table_is_refused_up_front(self):
         # Under XLA a step past the table read its last row, silently.
-        model = build_transformer(tiny_config(positional="learned", max_length=6))
+        model = build_transformer(
+            tiny_config(positional="learned", max_length=6)
+        )
         memory, _ = model.encode(tf.constant([[5, 6, 7, EOS_ID]]))
         model.initial_decoding_state(memory, max_length=6)
         for max_length in (7, tf.constant(7)):
             with self.assertRaisesRegex(
-                ValueError, "`max_length` 7 exceeds the model's learned position"
+                ValueError,
+                "`max_length` 7 exceeds the model's learned position",
             ):
                 model.initial_decoding_state(memory, max_length=max_length)
 
@@ -167,7 +176,10 @@ class TransformerModelTest(TestCase):
     def test_incremental_decoding_under_mixed_precision(self, policy):
         # The encoder keys/values and the step weights are computed outside
         # the layers' `__call__` (no autocast): in the compute dtype too.
-        for overrides in ({}, dict(share_embeddings="none", source_vocab_size=30)):
+        for overrides in (
+            {},
+            dict(share_embeddings="none", source_vocab_size=30),
+        ):
             model = build_transformer(tiny_config(**overrides), dtype=policy)
             self.assert_incremental_decoding_equals_full_pass(
                 model, _TOLERANCES[policy]
@@ -200,7 +212,9 @@ class TransformerModelTest(TestCase):
         )
 
     @parameterized.parameters(False, True)
-    def test_keras_file_round_trip_gives_identical_outputs(self, attention_bias):
+    def test_keras_file_round_trip_gives_identical_outputs(
+        self, attention_bias
+    ):
         model = build_transformer(
             tiny_config(positional="learned", attention_bias=attention_bias)
         )
@@ -212,7 +226,8 @@ class TransformerModelTest(TestCase):
         self.assertIsInstance(restored, Transformer)
         self.assertEqual(restored.config, model.config)
         self.assertAllEqual(
-            self.call(model, source, target), self.call(restored, source, target)
+            self.call(model, source, target),
+            self.call(restored, source, target),
         )
 
     def test_keras_file_saved_before_attention_bias_loads_with_the_biases(self):
@@ -222,7 +237,10 @@ class TransformerModelTest(TestCase):
         path = os.path.join(self.get_temp_dir(), "model.keras")
         model.save(path)
         old_path = os.path.join(self.get_temp_dir(), "old.keras")
-        with zipfile.ZipFile(path) as new, zipfile.ZipFile(old_path, "w") as old:
+        with (
+            zipfile.ZipFile(path) as new,
+            zipfile.ZipFile(old_path, "w") as old,
+        ):
             for item in new.infolist():
                 data = new.read(item)
                 if item.filename == "config.json":
@@ -236,7 +254,8 @@ class TransformerModelTest(TestCase):
         source = self.random_ids((2, 6), 40)
         target = self.random_ids((2, 5), 40, seed=1)
         self.assertAllEqual(
-            self.call(model, source, target), self.call(restored, source, target)
+            self.call(model, source, target),
+            self.call(restored, source, target),
         )
 
     def test_attention_bias_adds_the_projection_biases(self):
@@ -304,10 +323,14 @@ class TransformerModelTest(TestCase):
         self.assertEqual(model.dtype_policy.name, "mixed_float16")
         for layer in model._flatten_layers(include_self=False):
             if not isinstance(layer, keras.layers.InputLayer):  # int32 ids
-                self.assertEqual(layer.dtype_policy.name, "mixed_float16", layer.path)
+                self.assertEqual(
+                    layer.dtype_policy.name, "mixed_float16", layer.path
+                )
         # `compile` reads the model's policy to add loss scaling.
         model.compile(optimizer="adam", loss="mse")
-        self.assertIsInstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+        self.assertIsInstance(
+            model.optimizer, keras.optimizers.LossScaleOptimizer
+        )
 
     def test_keras_file_round_trip_keeps_the_dtype_policy(self):
         model = build_transformer(tiny_config(), dtype="mixed_bfloat16")
@@ -319,7 +342,8 @@ class TransformerModelTest(TestCase):
         self.assertEqual(restored.dtype_policy.name, "mixed_bfloat16")
         self.assertEqual(restored.decoder.dtype_policy.name, "mixed_bfloat16")
         self.assertAllEqual(
-            self.call(model, source, target), self.call(restored, source, target)
+            self.call(model, source, target),
+            self.call(restored, source, target),
         )
 
     def test_logged_loss_is_the_mean_of_the_steps_on_a_dataset_of_unknown_length(
@@ -331,21 +355,31 @@ class TransformerModelTest(TestCase):
         # all have unknown length.
         rng = np.random.default_rng(0)
         batches = []
-        for batch, source_length, target_length in ((3, 6, 5), (2, 9, 7), (4, 4, 3)):
+        for batch, source_length, target_length in (
+            (3, 6, 5),
+            (2, 9, 7),
+            (4, 4, 3),
+        ):
             source = rng.integers(4, 40, (batch, source_length), "int32")
             target = rng.integers(4, 40, (batch, target_length), "int32")
-            batches.append(({"source_ids": source, "target_ids": target}, target))
+            batches.append(
+                ({"source_ids": source, "target_ids": target}, target)
+            )
         ids = tf.TensorSpec([None, None], tf.int32)
         dataset = tf.data.Dataset.from_generator(
             lambda: iter(batches),
             output_signature=({"source_ids": ids, "target_ids": ids}, ids),
         )
-        self.assertEqual(int(dataset.cardinality()), tf.data.UNKNOWN_CARDINALITY)
+        self.assertEqual(
+            int(dataset.cardinality()), tf.data.UNKNOWN_CARDINALITY
+        )
         model = build_transformer(tiny_config())
         loss = LabelSmoothedCrossEntropy(0.1)
         expected = np.mean([float(loss(y, model(x))) for x, y in batches])
         model.compile(optimizer="adam", loss=loss, jit_compile=False)
-        self.assertAllClose(model.evaluate(dataset, verbose=0), expected, rtol=1e-5)
+        self.assertAllClose(
+            model.evaluate(dataset, verbose=0), expected, rtol=1e-5
+        )
 
     def test_get_config_from_config_round_trip(self):
         model = build_transformer(tiny_config(share_embeddings="target"))
@@ -385,7 +419,9 @@ class TransformerModelTest(TestCase):
         target_only = build_transformer(
             tiny_config(share_embeddings="target", source_vocab_size=25)
         )
-        self.assertIsNot(target_only.source_embedding, target_only.target_embedding)
+        self.assertIsNot(
+            target_only.source_embedding, target_only.target_embedding
+        )
         self.assertEqual(target_only.source_embedding.vocab_size, 25)
         self.assertIsNone(target_only.output_projection)
 
@@ -408,16 +444,21 @@ class TransformerModelTest(TestCase):
         for row, fields in config_lib.TABLE3_ROWS.items():
             if set(fields) - {"dropout", "label_smoothing"}:
                 kinds.setdefault(frozenset(fields), row)
-        self.assertEqual(sorted(kinds.values()), ["A1", "B1", "C1", "C4", "C6", "E"])
+        self.assertEqual(
+            sorted(kinds.values()), ["A1", "B1", "C1", "C4", "C6", "E"]
+        )
         variants += [
-            TransformerConfig.preset(row, vocab_size=100) for row in kinds.values()
+            TransformerConfig.preset(row, vocab_size=100)
+            for row in kinds.values()
         ]
         for config in variants:
             # Variables of their shapes, left uninitialized: counting needs
             # no random weights (half the time of the larger rows).
             with keras.StatelessScope():
                 model = build_transformer(config)
-            self.assertEqual(model.count_params(), closed_form_parameter_count(config))
+            self.assertEqual(
+                model.count_params(), closed_form_parameter_count(config)
+            )
             keras.backend.clear_session()
 
     def test_base_and_big_parameter_counts(self):

@@ -20,7 +20,8 @@ class ModelFilesTest(TestCase):
         for name in ("bpe.model", model_files.VOCAB_FILE, "c.vocab"):
             fixtures.write(os.path.join(folder, name), "x")
         self.assertEqual(
-            model_files.find_vocab(folder), os.path.join(folder, model_files.VOCAB_FILE)
+            model_files.find_vocab(folder),
+            os.path.join(folder, model_files.VOCAB_FILE),
         )
         # Without it: the one `*.model` file, or an error naming them all.
         os.remove(os.path.join(folder, model_files.VOCAB_FILE))
@@ -110,7 +111,10 @@ class ModelFilesTest(TestCase):
             members = {name: archive.read(name) for name in archive.namelist()}
         for drop, message in (
             ("config.json", "The `.keras` file is damaged"),
-            ("model.weights.h5", "Keras cannot load the `.keras` file (Expected"),
+            (
+                "model.weights.h5",
+                "Keras cannot load the `.keras` file (Expected",
+            ),
         ):
             broken = os.path.join(folder, f"without-{drop}.keras")
             with zipfile.ZipFile(broken, "w") as archive:
@@ -124,6 +128,8 @@ class ModelFilesTest(TestCase):
         broken = os.path.join(folder, "bad-json.keras")
         with zipfile.ZipFile(broken, "w") as archive:
             for name, data in members.items():
-                archive.writestr(name, b"{not json" if name == "config.json" else data)
+                archive.writestr(
+                    name, b"{not json" if name == "config.json" else data
+                )
         with self.assertRaisesRegex(ValueError, "is damaged.*bad-json.keras$"):
             model_files.load_model(broken)

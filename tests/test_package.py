@@ -13,7 +13,9 @@ _REPORT_ONEDNN = (
 )
 
 
-@pytest.mark.parametrize("user_setting, expected", [(None, "1 True"), ("0", "0 False")])
+@pytest.mark.parametrize(
+    "user_setting, expected", [(None, "1 True"), ("0", "0 False")]
+)
 def test_imported_before_tensorflow_turns_onednn_on_unless_the_user_chose(
     user_setting, expected
 ):

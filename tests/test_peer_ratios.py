@@ -37,7 +37,10 @@ def ratios(tmp_path, runs):
         with open(paths[-1], "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in rows)
     output = subprocess.run(
-        [sys.executable, SCRIPT, *paths], check=True, capture_output=True, text=True
+        [sys.executable, SCRIPT, *paths],
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
     return [json.loads(line) for line in output.splitlines()]
 
@@ -45,7 +48,12 @@ def ratios(tmp_path, runs):
 def test_ratios_are_taken_within_each_run(tmp_path):
     runs = [
         [
-            {"peer": "machine", "workload": "peak", "config": "-", "status": "ok"},
+            {
+                "peer": "machine",
+                "workload": "peak",
+                "config": "-",
+                "status": "ok",
+            },
             row("keras-transformer", 12.0, 1400, "--saved_model"),
             row("ctranslate2", 10.0, 500),
             row("tf-model-garden", 4.0, 1500),
@@ -64,7 +72,10 @@ def test_ratios_are_taken_within_each_run(tmp_path):
     assert result["variant"] == "--saved_model"
     assert (result["median"], result["min"], result["max"]) == (9.0, 6.0, 12.0)
     assert result["vs_best_peer"] == [1.2, 0.75]
-    assert result["best_peer"] == ["ctranslate2 - 10.0", "tf-model-garden --xla 8.0"]
+    assert result["best_peer"] == [
+        "ctranslate2 - 10.0",
+        "tf-model-garden --xla 8.0",
+    ]
     assert result["vs_ctranslate2"] == [1.2, 1.2]
     assert result["vs_model_garden"] == [3.0]  # Its stock row only.
     assert result["peak_rss_mib"] == 1500
@@ -81,9 +92,18 @@ def test_rounds_of_one_run_pair_in_order_and_drifted_pairs_are_marked(tmp_path):
         row("keras-transformer", 10.0, 1400, "--saved_model", probes=fast),
         # Round 2: Model Garden failed, CTranslate2's row drifted (a probe
         # 25 % low).
-        {**row("tf-model-garden", None, None, status="error"), "peer": "mg/b.py"},
+        {
+            **row("tf-model-garden", None, None, status="error"),
+            "peer": "mg/b.py",
+        },
         row("ctranslate2", 6.0, 700, probes=slow),
-        row("keras-transformer", 9.5, 1400, "--saved_model", probes=[192.0, 199.0]),
+        row(
+            "keras-transformer",
+            9.5,
+            1400,
+            "--saved_model",
+            probes=[192.0, 199.0],
+        ),
         # Round 3.
         row("tf-model-garden", 2.1, 1500, probes=fast),
         row("ctranslate2", 8.4, 500, probes=fast),

@@ -37,7 +37,9 @@ def run_peers(tmp_path, order=None, installed=True, rounds=None):
     python.write_text(f"#!/bin/sh\nexit {0 if installed else 1}\n")
     python.chmod(0o755)
     env = dict(
-        os.environ, PLAN_COPY=str(tmp_path / "plan"), VENV_ours=str(tmp_path / "venv")
+        os.environ,
+        PLAN_COPY=str(tmp_path / "plan"),
+        VENV_ours=str(tmp_path / "venv"),
     )
     for name, value in (("ORDER", order), ("ROUNDS", rounds)):
         env.pop(name, None)
@@ -72,8 +74,13 @@ def test_rows_run_grouped_by_workload_ours_last(tmp_path):
     groups = [tuple(row.split()[2:4]) for row in rows]
     assert groups == sorted(groups, key=groups.index)  # each group contiguous
     assert groups.count(("small", "decode")) > 1
-    assert rows[groups.index(("small", "decode"))] == "torch a_peer.py small decode"
-    assert rows[groups.index(("base", "train"))] == "mg b_peer.py base train --xla"
+    assert (
+        rows[groups.index(("small", "decode"))]
+        == "torch a_peer.py small decode"
+    )
+    assert (
+        rows[groups.index(("base", "train"))] == "mg b_peer.py base train --xla"
+    )
     # The decoding row the targets compare comes first among ours.
     assert rows[groups.index(("small", "decode")) + 1] == (
         "ours keras_transformer_peer.py small decode --saved_model --intra_op_threads=1"
@@ -84,7 +91,9 @@ def test_rows_run_grouped_by_workload_ours_last(tmp_path):
     # Our row was linked into the harness for the run, and is gone after it;
     # the results went to our folder.
     with open(tmp_path / "plan.link") as linked:
-        assert linked.read().strip() == SCRIPT.replace("run_peers.sh", "peer_row.py")
+        assert linked.read().strip() == SCRIPT.replace(
+            "run_peers.sh", "peer_row.py"
+        )
     assert not os.path.lexists(link(tmp_path))
     with open(tmp_path / "plan.out") as out:
         assert os.path.dirname(out.read().strip()) == os.path.join(
@@ -125,8 +134,9 @@ def test_rounds_repeat_the_whole_plan_in_plan_order(tmp_path):
 def test_rounds_that_are_not_a_count_are_refused(tmp_path, rounds):
     done, _ = run_peers(tmp_path, rounds=rounds)
     assert done.returncode == 2
-    assert f"ROUNDS must be a positive whole number of rounds, not '{rounds}'" in (
-        done.stderr
+    assert (
+        f"ROUNDS must be a positive whole number of rounds, not '{rounds}'"
+        in (done.stderr)
     )
     assert not os.path.lexists(link(tmp_path))
 

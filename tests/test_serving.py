@@ -124,7 +124,9 @@ class ExportTest(TestCase):
             warmup_sentences=None,
         )
         cls.xla_path = serving.export_translator(
-            Translator(model, fixtures.tokenizer(), length_offset=4, jit_compile=True),
+            Translator(
+                model, fixtures.tokenizer(), length_offset=4, jit_compile=True
+            ),
             serving.serving_path(cls.base_dir, "tiny", 2),
         )
 
@@ -170,8 +172,12 @@ class ExportTest(TestCase):
             specs = loaded.signatures[name].structured_input_signature[1]
             self.assertCountEqual(inputs, specs, name)
             for key, value in inputs.items():
-                self.assertEqual(value.dtype, specs[key].dtype.as_numpy_dtype, key)
-                self.assertTrue(specs[key].shape.is_compatible_with(value.shape))
+                self.assertEqual(
+                    value.dtype, specs[key].dtype.as_numpy_dtype, key
+                )
+                self.assertTrue(
+                    specs[key].shape.is_compatible_with(value.shape)
+                )
             outputs = loaded.signatures[name](
                 **{key: tf.constant(value) for key, value in inputs.items()}
             )
@@ -186,11 +192,17 @@ class ExportTest(TestCase):
         self.assertAllEqual(requests[serving.IDS_SIGNATURE]["source_ids"], ids)
         options = requests[serving.OPTIONS_SIGNATURE]
         self.assertEqual(
-            (options["alpha"], options["length_offset"], options["num_hypotheses"]),
+            (
+                options["alpha"],
+                options["length_offset"],
+                options["num_hypotheses"],
+            ),
             (np.float32(0.6), 4, 4),
         )
         self.assertFalse(
-            tf.io.gfile.exists(os.path.join(self.single_search_path, "assets.extra"))
+            tf.io.gfile.exists(
+                os.path.join(self.single_search_path, "assets.extra")
+            )
         )
 
     def test_xla_export_translates_alike_in_a_fresh_process(self):
@@ -212,7 +224,9 @@ class ExportTest(TestCase):
         self.assertEqual(result["project_modules"], [])
         self.assertEqual(result["blocked_imports"], [])
         self.assertEqual(result["outputs"], self.expected["outputs"])
-        self.assertAllClose(result["scores"], self.expected["scores"], atol=atol)
+        self.assertAllClose(
+            result["scores"], self.expected["scores"], atol=atol
+        )
         self.assertAllEqual(result["output_ids"], self.expected["output_ids"])
         self.assertEqual(
             result["n_best"],
@@ -224,12 +238,18 @@ class ExportTest(TestCase):
         # its share of the cores; XLA's one search keeps TensorFlow's
         # default (0).
         self.assertEqual(inference.search_settings(self.path), (2, False))
-        self.assertEqual(inference.search_settings(self.single_search_path), (1, False))
+        self.assertEqual(
+            inference.search_settings(self.single_search_path), (1, False)
+        )
         self.assertEqual(inference.search_settings(self.xla_path), (1, True))
         for cores, threads in ((1, 1), (2, 1), (3, 1), (8, 4)):
-            with mock.patch.object(os, "sched_getaffinity", return_value=range(cores)):
+            with mock.patch.object(
+                os, "sched_getaffinity", return_value=range(cores)
+            ):
                 self.assertEqual(inference.decoding_threads(self.path), threads)
-                self.assertEqual(inference.decoding_threads("run/model.keras"), threads)
+                self.assertEqual(
+                    inference.decoding_threads("run/model.keras"), threads
+                )
                 self.assertEqual(
                     inference.decoding_threads(self.single_search_path), cores
                 )
@@ -297,7 +317,13 @@ class ExportTest(TestCase):
             sentence = np.array([SENTENCES[0].encode()], object)
             self.assertLen(run("serving_default", {"inputs": sentence})[0], 1)
             for signature, feeds, name, shape, expected in (
-                ("serving_default", {"inputs": sentence[0]}, "inputs", "[]", "[?]"),
+                (
+                    "serving_default",
+                    {"inputs": sentence[0]},
+                    "inputs",
+                    "[]",
+                    "[?]",
+                ),
                 (
                     "serving_default",
                     {"inputs": np.stack([sentence, sentence])},
@@ -345,7 +371,9 @@ class ExportTest(TestCase):
             "beyond it (paper: 0.6). Received: alpha=] [85.2]"
         )
         for path in (self.path, self.xla_path):
-            options = tf.saved_model.load(path).signatures["translate_with_options"]
+            options = tf.saved_model.load(path).signatures[
+                "translate_with_options"
+            ]
 
             def request(alpha, options=options):
                 return options(
@@ -358,7 +386,9 @@ class ExportTest(TestCase):
             with self.subTest(path=path):
                 if path == self.path:  # (XLA would compile its search again)
                     self.assertAllLess(request(85.19)["scores"], 0.0)
-                with self.assertRaisesRegex(tf.errors.InvalidArgumentError, message):
+                with self.assertRaisesRegex(
+                    tf.errors.InvalidArgumentError, message
+                ):
                     request(85.2)
 
     def test_saved_model_cli_run_translates(self):
@@ -413,7 +443,9 @@ class ExportTest(TestCase):
             loaded = serving.load_exported(path)
             with self.assertRaises(ImportError):
                 serving.load_exported(self.path)
-        self.assertAllEqual(loaded.search(tf.constant([[3, 4]]))["ids"], [[4, 5]])
+        self.assertAllEqual(
+            loaded.search(tf.constant([[3, 4]]))["ids"], [[4, 5]]
+        )
 
     def test_existing_version_is_not_overwritten(self):
         with self.assertRaisesRegex(
@@ -432,14 +464,18 @@ class ExportTest(TestCase):
         base = tempfile.mkdtemp(dir=self.base_dir)
         path = os.path.join(base, "1")
         os.makedirs(path + ".partial")
-        theirs = fixtures.write(os.path.join(path + ".partial", "notes.txt"), "mine")
+        theirs = fixtures.write(
+            os.path.join(path + ".partial", "notes.txt"), "mine"
+        )
         os.makedirs(path)
         old = fixtures.write(os.path.join(path, "old.txt"), "old")
         translator = Translator(tiny_model(), fixtures.tokenizer())
         # A failed export leaves the old version and no staging directory.
         with (
             mock.patch.object(
-                warmup, "write_warmup_requests", side_effect=OSError("disk full")
+                warmup,
+                "write_warmup_requests",
+                side_effect=OSError("disk full"),
             ),
             self.assertRaisesRegex(OSError, "disk full"),
         ):
@@ -459,7 +495,9 @@ class ServingHelpersTest(TestCase):
         # must read as none (the command then asks for the flags).
         run = fixtures.tempdir(self)
         settings = os.path.join(run, "settings.json")
-        fixtures.write(settings, json.dumps({"src_lang": "en", "tgt_lang": "de"}))
+        fixtures.write(
+            settings, json.dumps({"src_lang": "en", "tgt_lang": "de"})
+        )
         self.assertEqual(
             inference.model_languages(run),
             ({"src_lang": "en", "tgt_lang": "de"}, settings),
@@ -495,7 +533,9 @@ class ServingHelpersTest(TestCase):
                 serving.warmup_inputs(translator, sentences)
 
     def test_serving_path_is_the_tf_serving_layout(self):
-        self.assertEqual(serving.serving_path("/models", "en_de", 3), "/models/en_de/3")
+        self.assertEqual(
+            serving.serving_path("/models", "en_de", 3), "/models/en_de/3"
+        )
 
     def test_serving_path_checks(self):
         for args, message in (
@@ -548,14 +588,20 @@ class ServingHelpersTest(TestCase):
         self.assertEqual(inference.vocab_beside(checkpoint, None), vocab)
         self.assertEqual(inference.vocab_beside(model, "v.model"), "v.model")
 
-    def test_a_vocab_of_another_run_is_refused_where_the_run_wrote_its_own(self):
+    def test_a_vocab_of_another_run_is_refused_where_the_run_wrote_its_own(
+        self,
+    ):
         # Another run's vocabulary of the same size translated to garbage
         # without a word (only the sizes were compared).
         root = fixtures.tempdir(self)
         run_dir = os.path.join(root, "run")
         os.makedirs(os.path.join(run_dir, "checkpoints"))
-        own = shutil.copy(fixtures.model_path(), os.path.join(run_dir, "vocab.model"))
-        copy = shutil.copy(fixtures.model_path(), os.path.join(root, "copy.model"))
+        own = shutil.copy(
+            fixtures.model_path(), os.path.join(run_dir, "vocab.model")
+        )
+        copy = shutil.copy(
+            fixtures.model_path(), os.path.join(root, "copy.model")
+        )
         other = train_subword_vocab(
             [sentence[::-1] for sentence in fixtures.sentences()],
             fixtures.VOCAB_SIZE,
@@ -587,7 +633,8 @@ class ServingHelpersTest(TestCase):
         # Another program's SavedModel: a KeyError traceback before.
         module = tf.Module()
         module.f = tf.function(
-            lambda x: {"y": x}, input_signature=[tf.TensorSpec([None], tf.float32)]
+            lambda x: {"y": x},
+            input_signature=[tf.TensorSpec([None], tf.float32)],
         )
         # And one whose `serving_default` takes no strings: a TypeError
         # traceback from TensorFlow before.
@@ -636,4 +683,6 @@ class ServingHelpersTest(TestCase):
             averaging.average_models(paths[:1]).get_weights()[0],
             first.get_weights()[0],
         )
-        self.assertTrue(np.any(first.get_weights()[0] != averaged.get_weights()[0]))
+        self.assertTrue(
+            np.any(first.get_weights()[0] != averaged.get_weights()[0])
+        )

@@ -53,8 +53,14 @@ class TrainFlagsTest(TestCase):
             (["--strategy=horovod"], "mirrored"),
             (["--mixed_precision=fp8"], "mixed_bfloat16"),
             (["--batch_tokens=0"], "batch_tokens"),
-            (["--learning_rate_scale=0"], "--learning_rate_scale must be a positive"),
-            (["--learning_rate_scale=nan"], "--learning_rate_scale must be a positive"),
+            (
+                ["--learning_rate_scale=0"],
+                "--learning_rate_scale must be a positive",
+            ),
+            (
+                ["--learning_rate_scale=nan"],
+                "--learning_rate_scale must be a positive",
+            ),
             # 4 special ids, 256 byte pieces and one character.
             (["--vocab_size=260"], "vocab_size=260: 260 is not integer >= 261"),
             (
@@ -68,7 +74,10 @@ class TrainFlagsTest(TestCase):
             (["--num_gpus=8"], "--num_gpus needs --strategy=mirrored"),
             (["--num_gpus=2", "--strategy=one_device"], "strategy=one_device"),
             # It would train into the working directory.
-            (["--model_dir="], "--model_dir must name a directory, not be empty"),
+            (
+                ["--model_dir="],
+                "--model_dir must name a directory, not be empty",
+            ),
         ):
             with (
                 self.subTest(args=args),
@@ -92,7 +101,10 @@ class TrainFlagsTest(TestCase):
             (["--preset=big"], (300000, 20)),
             (["--preset=base"], (100000, 5)),
             (["--preset=C3"], (100000, 5)),
-            (["--preset=big", "--train_steps=2000", "--keep_checkpoints=3"], (2000, 3)),
+            (
+                ["--preset=big", "--train_steps=2000", "--keep_checkpoints=3"],
+                (2000, 3),
+            ),
         ):
             with self.subTest(args=args):
                 captured.clear()
@@ -103,7 +115,9 @@ class TrainFlagsTest(TestCase):
         # Keras's progress bar on a terminal; into a file (not a terminal),
         # a line per interval rather than the bar's redraws.
         for isatty, verbose in ((True, "auto"), (False, 2)):
-            with mock.patch.object(train.sys.stdout, "isatty", return_value=isatty):
+            with mock.patch.object(
+                train.sys.stdout, "isatty", return_value=isatty
+            ):
                 run_main("--data=demo")
             self.assertEqual(captured["verbose"], verbose)
         # The divisibility check sees the preset's default.
@@ -134,7 +148,9 @@ class TrainFlagsTest(TestCase):
             "^--override sets dropout twice; pass it once. "
             "Received: override=dropout=0.2,num_layers=2,dropout=0.3$",
         ):
-            train.parse_overrides(["dropout=0.2", "num_layers=2", "dropout=0.3"])
+            train.parse_overrides(
+                ["dropout=0.2", "num_layers=2", "dropout=0.3"]
+            )
         # A Table 3 row's key/value widths may be derived again.
         self.assertEqual(
             train.parse_overrides(["key_dim=None", "value_dim=8"]),
@@ -156,7 +172,8 @@ class TrainFlagsTest(TestCase):
                 {"attention_bias": value},
             )
         with self.assertRaisesRegex(
-            ValueError, r"needs a bool value \(true or false\).*attention_bias=ture"
+            ValueError,
+            r"needs a bool value \(true or false\).*attention_bias=ture",
         ):
             train.parse_overrides(["attention_bias=ture"])
         # One shared vocabulary: its size is --vocab_size's.
@@ -191,7 +208,11 @@ class TrainFlagsTest(TestCase):
             ([f"--model_dir={a_file}"], f"existing file.*model_dir={a_file}"),
             # Neither one silently wins.
             (
-                ["--override=dropout=0.3", "--dropout=0.2", f"--model_dir={run_dir}"],
+                [
+                    "--override=dropout=0.3",
+                    "--dropout=0.2",
+                    f"--model_dir={run_dir}",
+                ],
                 "--dropout and --override=dropout=... disagree.*"
                 "Received: dropout=0.2, override=dropout=0.3",
             ),
@@ -245,7 +266,13 @@ class TrainFlagsTest(TestCase):
             cwd=ROOT,
             timeout=120,
         )
-        for name in ("--preset", "--data", "--train_steps", "--strategy", "--tpu"):
+        for name in (
+            "--preset",
+            "--data",
+            "--train_steps",
+            "--strategy",
+            "--tpu",
+        ):
             self.assertIn(f"\n  {name}:", result.stdout)
 
     @pytest.mark.slow

@@ -150,7 +150,9 @@ def _index(root: Path):
     imports, unparsed = {}, []
     for source in sources:
         try:
-            imports[source] = python_imports.workspace_imports(root, source, names)
+            imports[source] = python_imports.workspace_imports(
+                root, source, names
+            )
         except SyntaxError as error:
             imports[source] = []
             unparsed.append(
@@ -208,7 +210,9 @@ def check(root: Path) -> list[str]:
         )
     for source, build, rule_call in missing_targets(root):
         rule_call = rule_call.rstrip()
-        problems.append(f"{source} has no Bazel target: add to {build}:\n{rule_call}")
+        problems.append(
+            f"{source} has no Bazel target: add to {build}:\n{rule_call}"
+        )
     for target in parsed.targets:
         problems += _check_target(root, target, owners, imports)
         for dep in target.deps:

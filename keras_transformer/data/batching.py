@@ -44,7 +44,10 @@ class PairsInMemory:
         target_ids: tf.RaggedTensor,
         rows: tf.Tensor | None = None,
     ):
-        for arg, ids in (("source_ids", source_ids), ("target_ids", target_ids)):
+        for arg, ids in (
+            ("source_ids", source_ids),
+            ("target_ids", target_ids),
+        ):
             if not isinstance(ids, tf.RaggedTensor):
                 # A dense [N, L] array would be read with its padding.
                 raise TypeError(
@@ -88,7 +91,9 @@ class PairsInMemory:
         count = self.num_pairs
         positions = tf.data.Dataset.range(count).batch(1024)
         if seed is not None:
-            seed_pair = tf.stack([tf.cast(seed, tf.int64), tf.constant(0, tf.int64)])
+            seed_pair = tf.stack(
+                [tf.cast(seed, tf.int64), tf.constant(0, tf.int64)]
+            )
             positions = positions.map(
                 lambda batch: tf.random.experimental.index_shuffle(
                     batch, seed_pair, count - 1
@@ -97,9 +102,13 @@ class PairsInMemory:
 
         def gather(batch):
             rows = tf.gather(self.rows, batch)
-            return tf.gather(self.source_ids, rows), tf.gather(self.target_ids, rows)
+            return tf.gather(self.source_ids, rows), tf.gather(
+                self.target_ids, rows
+            )
 
-        return positions.map(gather, num_parallel_calls=tf.data.AUTOTUNE).unbatch()
+        return positions.map(
+            gather, num_parallel_calls=tf.data.AUTOTUNE
+        ).unbatch()
 
 
 def bucket_lengths(
@@ -202,7 +211,9 @@ def token_batches(
             f"max_length. Received: batch_tokens={batch_tokens}, "
             f"max_length={max_length}"
         )
-    if seed is not None and (not is_integer(seed) or not 0 <= seed < _SEED_RANGE):
+    if seed is not None and (
+        not is_integer(seed) or not 0 <= seed < _SEED_RANGE
+    ):
         raise ValueError(
             "`seed` must be an integer from 0 to 2**63 - 1 (an int64 seed), "
             f"or None. Received: seed={seed!r}"
@@ -227,7 +238,9 @@ def token_batches(
 
     def epoch_batches(shuffle_seed):
         if in_memory:
-            dataset = with_specials(examples.dataset(shuffle_seed if shuffle else None))
+            dataset = with_specials(
+                examples.dataset(shuffle_seed if shuffle else None)
+            )
         else:
             dataset = dataset_with_specials
             if shuffle:
@@ -241,7 +254,8 @@ def token_batches(
             # Bucket i holds lengths in [lengths[i-1] + 1, lengths[i]].
             bucket_boundaries=[length + 1 for length in lengths],
             # The last, open-ended bucket is unused: lengths <= max_length.
-            bucket_batch_sizes=[batch_tokens // length for length in lengths] + [1],
+            bucket_batch_sizes=[batch_tokens // length for length in lengths]
+            + [1],
             pad_to_bucket_boundary=True,
             padding_values=tokens.PAD_ID,
         )
@@ -288,7 +302,9 @@ def token_batches(
 
 
 def epoch_batch_count(
-    examples: tf.data.Dataset, batch_tokens: int, max_length: int = DEFAULT_MAX_LENGTH
+    examples: tf.data.Dataset,
+    batch_tokens: int,
+    max_length: int = DEFAULT_MAX_LENGTH,
 ) -> int:
     """Batches in one epoch of `token_batches(examples, ...)`, in any order.
 
@@ -370,7 +386,9 @@ def _add_specials(source, target, max_length):
     # their padding: the model would learn to end sentences there.
     ids = tf.concat([source, target], 0)
     no_specials = tf.debugging.assert_equal(
-        tf.reduce_all((ids == tokens.UNK_ID) | (ids >= tokens.NUM_SPECIAL_TOKENS)),
+        tf.reduce_all(
+            (ids == tokens.UNK_ID) | (ids >= tokens.NUM_SPECIAL_TOKENS)
+        ),
         True,
         message=(
             f"An example holds padding ({tokens.PAD_ID}), BOS "
@@ -434,7 +452,9 @@ def padding_efficiency(batches: tf.data.Dataset) -> float:
     return real / padded
 
 
-def group_batches(batches: tf.data.Dataset, batches_per_step: int) -> tf.data.Dataset:
+def group_batches(
+    batches: tf.data.Dataset, batches_per_step: int
+) -> tf.data.Dataset:
     """Groups each `batches_per_step` consecutive batches into one element:
     the batches of one gradient-accumulating step
     (`training/accumulation.py`).

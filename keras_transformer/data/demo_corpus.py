@@ -155,7 +155,9 @@ def _realize_clause(clause):
         de += _german_np(clause.indirect, "dat")
     if clause.obj:
         en += _english_np(clause.obj)
-        de += _german_np(clause.obj, "dat" if clause.frame == "dative" else "acc")
+        de += _german_np(
+            clause.obj, "dat" if clause.frame == "dative" else "acc"
+        )
     if clause.prep:
         en_pp, de_pp = _prepositional_phrase(clause.prep)
         en, de = en + en_pp, de + de_pp
@@ -221,16 +223,22 @@ def realize(sentence: Sentence) -> tuple[str, str]:
         ValueError: if a pronoun is used outside the subject position.
     """
     if sentence.sub is None:
-        english, german = _main_clause(sentence.main, front_time=sentence.front_time)
+        english, german = _main_clause(
+            sentence.main, front_time=sentence.front_time
+        )
         return _sentence_text(english), _sentence_text(german)
     en_conj = sentence.conjunction
     de_conj = CONJUNCTIONS[en_conj]
     en_sub, de_sub = _sub_clause(sentence.sub)
     if sentence.sub_first:
-        en_main, de_main = _main_clause(sentence.main, front=[de_conj] + de_sub + [","])
+        en_main, de_main = _main_clause(
+            sentence.main, front=[de_conj] + de_sub + [","]
+        )
         english = [en_conj] + en_sub + [","] + en_main
         return _sentence_text(english), _sentence_text(de_main)
-    en_main, de_main = _main_clause(sentence.main, front_time=sentence.front_time)
+    en_main, de_main = _main_clause(
+        sentence.main, front_time=sentence.front_time
+    )
     comma = [","] if en_conj == "because" else []
     english = en_main + comma + [en_conj] + en_sub
     german = de_main + [",", de_conj] + de_sub
@@ -280,11 +288,17 @@ _ANIMATE = frozenset({"person", "animal"})
 _DESCRIBABLE = frozenset({"person", "animal", "thing"})
 _VERBS = {frame: tuple(verbs.values()) for frame, verbs in FRAMES.items()}
 _ADJECTIVES_OF = {
-    noun.en: tuple(a.en for a in lex.ADJECTIVES.values() if a.kinds & noun.kinds)
+    noun.en: tuple(
+        a.en for a in lex.ADJECTIVES.values() if a.kinds & noun.kinds
+    )
     for noun in lex.NOUNS.values()
 }
-_PERSON_ADJECTIVES = tuple(a.en for a in lex.ADJECTIVES.values() if "person" in a.kinds)
-_PLACE_ADJECTIVES = tuple(a.en for a in lex.ADJECTIVES.values() if "place" in a.kinds)
+_PERSON_ADJECTIVES = tuple(
+    a.en for a in lex.ADJECTIVES.values() if "person" in a.kinds
+)
+_PLACE_ADJECTIVES = tuple(
+    a.en for a in lex.ADJECTIVES.values() if "place" in a.kinds
+)
 
 
 @functools.cache
@@ -373,7 +387,9 @@ def _sample_clause(rng, time_chance):
         verb = lex.TRANSITIVE_VERBS["have"]
     else:
         verb = _pick(rng, _VERBS[frame])
-    subject = _sample_noun_phrase(rng, verb.subject_kinds, _SUBJECT_DETERMINERS, 0.25)
+    subject = _sample_noun_phrase(
+        rng, verb.subject_kinds, _SUBJECT_DETERMINERS, 0.25
+    )
     avoid = subject.head
     modal = None
     if verb.en not in _NO_MODAL and rng.random() < 0.25:
@@ -387,13 +403,19 @@ def _sample_clause(rng, time_chance):
         determiners = _OBJECT_DETERMINERS
         if frame == "dative":
             determiners = _OBLIQUE_DETERMINERS
-        obj = _sample_noun_phrase(rng, verb.object_kinds, determiners, avoid=avoid)
+        obj = _sample_noun_phrase(
+            rng, verb.object_kinds, determiners, avoid=avoid
+        )
     if frame == "count":
         count = int(2 + rng.random() * 98)
-        obj = dataclasses.replace(obj, determiner="count", plural=True, count=count)
+        obj = dataclasses.replace(
+            obj, determiner="count", plural=True, count=count
+        )
         return Clause(subject, "have", "transitive", obj=obj)
     prep = _sample_prep(rng, frame, verb, avoid)
-    return Clause(subject, verb.en, frame, obj, indirect, modal, prep, time=time)
+    return Clause(
+        subject, verb.en, frame, obj, indirect, modal, prep, time=time
+    )
 
 
 def sample_sentence(rng: random.Random) -> Sentence:

@@ -82,7 +82,9 @@ def _parse_nouns(table):
     nouns = {}
     for line in table.strip().splitlines():
         en, en_pl, de, de_pl, gender, kinds = line.split()
-        nouns[en] = Noun(en, en_pl, de, de_pl, gender[0], gender == "mw", _kinds(kinds))
+        nouns[en] = Noun(
+            en, en_pl, de, de_pl, gender[0], gender == "mw", _kinds(kinds)
+        )
     return nouns
 
 
@@ -101,7 +103,9 @@ def _parse_verbs(table):
         en, en_3sg, infinitive, first, second, third = fields[:6]
         kinds = [_kinds(text) for text in fields[6:]] + [frozenset()] * 3
         prefix, _, de = infinitive.rpartition("+")
-        verbs[en] = Verb(en, en_3sg, de, (first, second, third), prefix, *kinds[:3])
+        verbs[en] = Verb(
+            en, en_3sg, de, (first, second, third), prefix, *kinds[:3]
+        )
     return verbs
 
 
@@ -358,7 +362,9 @@ _DE_UNITS = _words(
     "eins zwei drei vier fünf sechs sieben acht neun zehn elf zwölf dreizehn "
     "vierzehn fünfzehn sechzehn siebzehn achtzehn neunzehn"
 )
-_DE_TENS = _words("zwanzig dreißig vierzig fünfzig sechzig siebzig achtzig neunzig")
+_DE_TENS = _words(
+    "zwanzig dreißig vierzig fünfzig sechzig siebzig achtzig neunzig"
+)
 _DE_ORDINALS = _words(
     "erste zweite dritte vierte fünfte sechste siebte achte neunte zehnte "
     "elfte zwölfte dreizehnte vierzehnte fünfzehnte sechzehnte siebzehnte "

@@ -127,7 +127,9 @@ def tokenize_pairs(
 
 
 def _concatenate(arrays, dtype):
-    return np.concatenate(arrays).astype(dtype) if arrays else np.zeros([0], dtype)
+    return (
+        np.concatenate(arrays).astype(dtype) if arrays else np.zeros([0], dtype)
+    )
 
 
 def filter_by_length(
@@ -149,7 +151,9 @@ def filter_by_length(
     source_lengths = source_ids.row_lengths().numpy()
     target_lengths = target_ids.row_lengths().numpy()
     empty = (source_lengths == 0) | (target_lengths == 0)
-    overlong = ~empty & (np.maximum(source_lengths, target_lengths) + 1 > max_length)
+    overlong = ~empty & (
+        np.maximum(source_lengths, target_lengths) + 1 > max_length
+    )
     keep = np.flatnonzero(~empty & ~overlong)
     stats = DataStats(
         num_pairs=len(source_lengths),
@@ -298,7 +302,9 @@ def load_training_batches(
         # At each replica's budget (`batching.distributed_dataset_fn`).
         replicas = strategy.num_replicas_in_sync if strategy else 1
         replica_tokens = batch_tokens // replicas
-        num_batches = batching.epoch_batch_count(examples, replica_tokens, max_length)
+        num_batches = batching.epoch_batch_count(
+            examples, replica_tokens, max_length
+        )
         # One epoch as training reads it: with `repeat`, each bucket's last
         # batch is filled up with rows of padding.
         epoch = batching.token_batches(
@@ -396,7 +402,9 @@ def _absolute_record(record: dict) -> dict:
         spec = sources.DataSpec(
             data["kind"], data["location"], tuple(map(tuple, data["splits"]))
         )
-        return _corpus_record(sources.absolute_data_spec(spec), record["languages"])
+        return _corpus_record(
+            sources.absolute_data_spec(spec), record["languages"]
+        )
     except (KeyError, TypeError, ValueError):
         return record  # Unequal to any corpus: reported as another one.
 
@@ -484,7 +492,9 @@ def load_or_train_tokenizer(
         if learned_files != files:
             changes.append("the train files changed since it was learned")
         if vocab_size is not None and tokenizer.vocab_size != vocab_size:
-            changes.append(f"it has {tokenizer.vocab_size} pieces, not {vocab_size}")
+            changes.append(
+                f"it has {tokenizer.vocab_size} pieces, not {vocab_size}"
+            )
         if not changes:
             return tokenizer
         if not relearn_if_changed:

@@ -159,7 +159,9 @@ def absolute_data_spec(spec: DataSpec | str) -> DataSpec:
     return dataclasses.replace(
         spec,
         location=spec.location and files.absolute(spec.location),
-        splits=tuple((split, files.absolute(path)) for split, path in spec.splits),
+        splits=tuple(
+            (split, files.absolute(path)) for split, path in spec.splits
+        ),
     )
 
 
@@ -315,7 +317,8 @@ def corpus_files(
     for split in SPLITS:
         with contextlib.suppress(MissingSplitError):
             files += [
-                (split, path) for path in split_files(spec, split, src_lang, tgt_lang)
+                (split, path)
+                for path in split_files(spec, split, src_lang, tgt_lang)
             ]
     return files
 
@@ -363,7 +366,9 @@ def read_errors(spec: DataSpec | str, split: str, data_dir: str | None = None):
 
 def _check_split_and_langs(split, src_lang, tgt_lang):
     if split not in SPLITS:
-        raise ValueError(f"`split` must be one of {SPLITS}. Received: split={split}")
+        raise ValueError(
+            f"`split` must be one of {SPLITS}. Received: split={split}"
+        )
     if not src_lang or not tgt_lang or src_lang == tgt_lang:
         raise ValueError(
             "`src_lang` and `tgt_lang` must be two different language "
@@ -398,7 +403,9 @@ def _split_location(spec, split, src_lang):
         if tf.io.gfile.exists(candidate + probe_suffix):
             if index >= len(names) > 0:
                 marked = tuple(tried[: len(names)])
-                _warn_unmarked(spec, split, candidate + probe_suffix, mark, marked)
+                _warn_unmarked(
+                    spec, split, candidate + probe_suffix, mark, marked
+                )
             return candidate
     raise MissingSplitError(
         f"No {split} split beside {spec.location}: none of {tried} exists. "

@@ -155,7 +155,9 @@ def load_tfds_split(
     if builder.is_prepared():
         # Checked now: TensorFlow would otherwise fail at the missing file
         # while reading, in the middle of a run.
-        paths = [str(path) for path in builder.info.splits[tfds_split].filepaths]
+        paths = [
+            str(path) for path in builder.info.splits[tfds_split].filepaths
+        ]
         missing = [path for path in paths if not tf.io.gfile.exists(path)]
         if missing:
             raise FileNotFoundError(
@@ -207,7 +209,9 @@ def read_errors(name: str, split: str, data_dir: str | None = None):
         ) from None
 
 
-def _damaged_files(name: str, split: str, data_dir: str | None = None) -> list[str]:
+def _damaged_files(
+    name: str, split: str, data_dir: str | None = None
+) -> list[str]:
     """The files of a prepared split that cannot be read whole or hold
     another number of examples than its metadata records, each with what
     is wrong ("PATH (3 of its 5 examples)"); [] if none is, or if the
@@ -227,7 +231,9 @@ def _damaged_files(name: str, split: str, data_dir: str | None = None) -> list[s
     for path, expected in zip(paths, lengths):
         records = tf.data.TFRecordDataset(path)
         try:
-            count = int(records.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1))
+            count = int(
+                records.reduce(tf.constant(0, tf.int64), lambda n, _: n + 1)
+            )
         except tf.errors.NotFoundError:
             damaged.append(f"{path} (missing)")
             continue

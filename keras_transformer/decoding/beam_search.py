@@ -121,7 +121,8 @@ def check_alpha_bound(alpha: float, max_length: int) -> None:
         bound = round(float(max_alpha(max_length)), 2)
     if alpha > bound:
         raise ValueError(
-            ALPHA_TOO_LARGE.format(bound, max_length) + f" Received: alpha={alpha!r}"
+            ALPHA_TOO_LARGE.format(bound, max_length)
+            + f" Received: alpha={alpha!r}"
         )
 
 
@@ -131,7 +132,9 @@ def _check_per_sentence(static, batch_size):
     sizes are known), instead of an error from inside `tf.repeat` or from
     the step's matmuls."""
     for leaf in tf.nest.flatten(static):
-        shape = None if leaf is None else tf.TensorShape(getattr(leaf, "shape", ()))
+        shape = (
+            None if leaf is None else tf.TensorShape(getattr(leaf, "shape", ()))
+        )
         if shape is None or shape.rank == 0:
             fits = False  # Nothing to repeat per sentence.
         else:
@@ -350,7 +353,9 @@ def beam_search(
                 "`max_decode_steps` must be non-negative (the loop length). "
                 f"Received: max_decode_steps={int(known)}"
             )
-        loop_length = int(known) if known is not None else tf.cast(steps, tf.int32)
+        loop_length = (
+            int(known) if known is not None else tf.cast(steps, tf.int32)
+        )
         limits = tf.minimum(limits, loop_length)
         bounds.append(loop_length)
     # The tightest of those known while tracing (Python ints), if any.
@@ -416,7 +421,9 @@ def beam_search(
             ),
             tf.where(keep, alive_log_probs, new_log_probs),
         )
-        origin = tf.where(keep, own_beam, tf.gather(cand_origin, pick, batch_dims=1))
+        origin = tf.where(
+            keep, own_beam, tf.gather(cand_origin, pick, batch_dims=1)
+        )
         rows = tf.reshape(row_offsets + origin, [-1])  # [B*K]
         new_state = reorder_state(new_state, rows)
 

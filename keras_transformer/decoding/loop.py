@@ -31,7 +31,9 @@ def decode_limits(max_decode_length, batch_size):
             negative, or (where B is known while tracing) is a vector of
             another length than 1 or B.
     """
-    limits = tf.cast(integer_tensor("max_decode_length", max_decode_length), tf.int32)
+    limits = tf.cast(
+        integer_tensor("max_decode_length", max_decode_length), tf.int32
+    )
     if limits.shape.rank not in (0, 1):
         raise ValueError(
             "`max_decode_length` must be a scalar or a [batch] vector. "
@@ -106,11 +108,17 @@ def top_k(values, k):
             constant_values=float("-inf"),
         )
     blocks = tf.reshape(values, [-1, num_blocks, block_width])
-    _, best_blocks = tf.math.top_k(tf.reduce_max(blocks, axis=-1), k)  # [rows, k]
+    _, best_blocks = tf.math.top_k(
+        tf.reduce_max(blocks, axis=-1), k
+    )  # [rows, k]
     # Kept in block-index order, so that ties keep going to the lower index.
     best_blocks = tf.sort(best_blocks, axis=-1)
-    candidates = tf.gather(blocks, best_blocks, batch_dims=1)  # [rows, k, block]
-    top_values, index = tf.math.top_k(tf.reshape(candidates, [-1, k * block_width]), k)
+    candidates = tf.gather(
+        blocks, best_blocks, batch_dims=1
+    )  # [rows, k, block]
+    top_values, index = tf.math.top_k(
+        tf.reshape(candidates, [-1, k * block_width]), k
+    )
     block = tf.gather(best_blocks, index // block_width, batch_dims=1)
     return top_values, block * block_width + index % block_width
 
@@ -141,7 +149,9 @@ def top_log_probs(logits, k, vocab_size=None):
         and logits.shape[-1] is not None
         and logits.shape[-1] != vocab_size
     ):
-        columns = "vocab_size" if vocab_size is None else f"vocab_size={vocab_size}"
+        columns = (
+            "vocab_size" if vocab_size is None else f"vocab_size={vocab_size}"
+        )
         raise ValueError(
             f"The logits function must return logits of shape [rows, "
             f"{columns}] for the current position only. "
@@ -174,7 +184,9 @@ def state_invariants(state, shape_invariants=None):
         return tf.nest.map_structure(lambda x: x.shape, state)
     tf.nest.assert_same_structure(state, shape_invariants)
     return tf.nest.map_structure(
-        lambda shape: tf.TensorShape([None]).concatenate(tf.TensorShape(shape)[1:]),
+        lambda shape: tf.TensorShape([None]).concatenate(
+            tf.TensorShape(shape)[1:]
+        ),
         shape_invariants,
     )
 
@@ -251,7 +263,9 @@ def decoding_loop(cond, body, loop_vars, shape_invariants):
     Returns:
         The loop variables after the last step, as `tf.while_loop`.
     """
-    outputs = tf.while_loop(cond, body, loop_vars, shape_invariants=shape_invariants)
+    outputs = tf.while_loop(
+        cond, body, loop_vars, shape_invariants=shape_invariants
+    )
     if tf.executing_eagerly():
         return outputs
     loop = tf.nest.flatten(outputs)[0].op
@@ -261,7 +275,9 @@ def decoding_loop(cond, body, loop_vars, shape_invariants):
         lowered = False
     if loop.type in ("While", "StatelessWhile") and lowered:
         # Private `_set_attr`: `tf.while_loop` has no argument for either.
-        loop._set_attr("_lower_using_switch_merge", attr_value_pb2.AttrValue(b=False))
+        loop._set_attr(
+            "_lower_using_switch_merge", attr_value_pb2.AttrValue(b=False)
+        )
         for name in ("cond", "body"):
             function = loop.get_attr(name)
             function.attr["_executor"].s = SINGLE_THREADED_EXECUTOR.encode()

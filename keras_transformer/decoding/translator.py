@@ -76,7 +76,10 @@ def _checking_shapes(method, signature):
     @functools.wraps(method)
     def checked(*args):
         return method(
-            *(tf.ensure_shape(arg, spec.shape) for arg, spec in zip(args, signature))
+            *(
+                tf.ensure_shape(arg, spec.shape)
+                for arg, spec in zip(args, signature)
+            )
         )
 
     return checked
@@ -177,7 +180,12 @@ class Translator(tf.Module):
         # A path in place of either (both are files) would fail on a missing
         # attribute.
         for arg, value, kind, methods in (
-            ("model", model, "keras_transformer.Transformer", ("config", "encode")),
+            (
+                "model",
+                model,
+                "keras_transformer.Transformer",
+                ("config", "encode"),
+            ),
             (
                 "tokenizer",
                 tokenizer,
@@ -278,7 +286,9 @@ class Translator(tf.Module):
             results[key] = results[key][:, 0]
         return results
 
-    def translate_with_options(self, inputs, alpha, length_offset, num_hypotheses):
+    def translate_with_options(
+        self, inputs, alpha, length_offset, num_hypotheses
+    ):
         """Translates with request-time decoding settings and n-best lists.
 
         Args:
@@ -365,7 +375,11 @@ class Translator(tf.Module):
         with tf.control_dependencies([in_vocab]):
             source_ids = tf.identity(source_ids)
         # Trained sources have no BOS; a kept one would change the output.
-        keep = (source_ids != PAD_ID) & (source_ids != BOS_ID) & (source_ids != EOS_ID)
+        keep = (
+            (source_ids != PAD_ID)
+            & (source_ids != BOS_ID)
+            & (source_ids != EOS_ID)
+        )
         pieces = tf.ragged.boolean_mask(source_ids, keep)  # [B, (S)]
         ids, scores, lengths, truncated = self._search(
             pieces, self.alpha, self.length_offset, num_return=1
@@ -417,12 +431,15 @@ class Translator(tf.Module):
         return {
             "outputs": tf.where(empty[:, None], "", outputs),
             "scores": tf.where(empty[:, None], 0.0, scores),
-            "reached_length_limit": _without_eos(ids, lengths) & ~empty[:, None],
+            "reached_length_limit": _without_eos(ids, lengths)
+            & ~empty[:, None],
             "truncated": truncated,
             "invalid_utf8": invalid_utf8,
         }
 
-    def _search(self, pieces, alpha, length_offset, num_return, num_needed=None):
+    def _search(
+        self, pieces, alpha, length_offset, num_return, num_needed=None
+    ):
         """Beam search from ragged source tokens (no EOS); `num_needed` as
         in `beam_search`.
 
@@ -480,7 +497,10 @@ class Translator(tf.Module):
         )
         source_ids = tf.pad(
             source_ids,
-            [[0, padded_batch - batch_size], [0, padded_source - source_length]],
+            [
+                [0, padded_batch - batch_size],
+                [0, padded_source - source_length],
+            ],
         )
         padded_limits = tf.pad(limits, [[0, padded_batch - batch_size]])
         ids, scores, lengths = self._xla_decode(
@@ -596,7 +616,9 @@ def transformer_beam_search(
     """
     _check_parallel_searches(parallel_searches)
     if parallel_searches > 1:
-        limits, loop_length = decode_limits(max_decode_length, tf.shape(source_ids)[0])
+        limits, loop_length = decode_limits(
+            max_decode_length, tf.shape(source_ids)[0]
+        )
         # One loop length for all parts, so that their ids line up.
         if max_decode_steps is None:
             max_decode_steps = loop_length
@@ -621,11 +643,15 @@ def transformer_beam_search(
                 _split_batch(limits, parallel_searches),
             )
         ]
-        return BeamSearchResult(*(tf.concat(parts, axis=0) for parts in zip(*results)))
+        return BeamSearchResult(
+            *(tf.concat(parts, axis=0) for parts in zip(*results))
+        )
 
     memory, memory_mask = model.encode(source_ids)  # [B, S, D]
     if max_decode_steps is None:
-        _, max_decode_steps = decode_limits(max_decode_length, tf.shape(source_ids)[0])
+        _, max_decode_steps = decode_limits(
+            max_decode_length, tf.shape(source_ids)[0]
+        )
     self_cache, constants = model.initial_decoding_state(
         memory,
         max_decode_steps,
@@ -687,7 +713,9 @@ def _next_power_of_two(value):
     return bits + 1
 
 
-def translate_texts(translate_fn, sentences, batch_size: int = 32, on_batch=None):
+def translate_texts(
+    translate_fn, sentences, batch_size: int = 32, on_batch=None
+):
     """Translates a list of sentences in batches of similar length.
 
     Sorting by length keeps padding (and the beam's maximum length) small
@@ -726,7 +754,9 @@ def translate_texts(translate_fn, sentences, batch_size: int = 32, on_batch=None
             translations[index] = _LINE_BREAKS.sub(" ", output.decode("utf-8"))
         for flag, found in flagged.items():
             if flag in results:
-                found += [i for i, cut in zip(indices, results[flag].numpy()) if cut]
+                found += [
+                    i for i, cut in zip(indices, results[flag].numpy()) if cut
+                ]
         if on_batch is not None:
             on_batch(start + len(indices), len(order))
     for flag, found in flagged.items():
@@ -763,4 +793,6 @@ def _positions(indices, shown=10):
     """'3, 7, 12' (1-based), or the first `shown` and how many more."""
     numbers = [str(index + 1) for index in sorted(indices)]
     more = len(numbers) - shown
-    return ", ".join(numbers[:shown]) + (f" and {more} more" if more > 0 else "")
+    return ", ".join(numbers[:shown]) + (
+        f" and {more} more" if more > 0 else ""
+    )

@@ -11,7 +11,11 @@ from keras_transformer.layers.embedding import ScaledEmbedding
 from keras_transformer.layers.encoder_layer import TransformerEncoderLayer
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
 from keras_transformer.layers.layer_norm import LayerNormalization
-from keras_transformer.layers.masks import PaddingMask, causal_mask, padding_mask
+from keras_transformer.layers.masks import (
+    PaddingMask,
+    causal_mask,
+    padding_mask,
+)
 from keras_transformer.layers.positional_encoding import (
     LearnedPositionalEmbedding,
     SinusoidalPositionalEncoding,
@@ -19,5 +23,8 @@ from keras_transformer.layers.positional_encoding import (
 )
 from keras_transformer.layers.projection import Dense
 from keras_transformer.layers.residual import ResidualConnection
-from keras_transformer.layers.stacks import TransformerDecoder, TransformerEncoder
+from keras_transformer.layers.stacks import (
+    TransformerDecoder,
+    TransformerEncoder,
+)
 from keras_transformer.layers.transformer_layer import TransformerLayer

@@ -49,7 +49,13 @@ def _batch_matmul(x, y, adjoint_b=False, tiny=False):
 
 
 def scaled_dot_product_attention(
-    query, key, value, mask=None, dropout=None, training=None, decoding_step=False
+    query,
+    key,
+    value,
+    mask=None,
+    dropout=None,
+    training=None,
+    decoding_step=False,
 ):
     """Eq. 1: softmax(Q K^T / sqrt(d_k)) V, per head.
 
@@ -141,7 +147,9 @@ def _write_in_place(cache, step, index):
     width = cache.shape[2] * cache.shape[3]
     rows = tf.range(batch) * length + tf.cast(index, tf.int32)
     flat = tf.raw_ops.InplaceUpdate(
-        x=tf.reshape(cache, [-1, width]), i=rows, v=tf.reshape(step, [-1, width])
+        x=tf.reshape(cache, [-1, width]),
+        i=rows,
+        v=tf.reshape(step, [-1, width]),
     )
     return tf.reshape(flat, tf.shape(cache))
 
@@ -236,7 +244,9 @@ def _check_grouped_batches(query, key, attention_mask):
             f"memory keys of shape {tuple(key.shape)}"
         )
     if attention_mask is not None and len(attention_mask.shape) >= 3:
-        check_static_dim("attention_mask", attention_mask, 0, "memory['key']", key, 0)
+        check_static_dim(
+            "attention_mask", attention_mask, 0, "memory['key']", key, 0
+        )
 
 
 def _ungroup(weights):
@@ -339,8 +349,12 @@ class MultiHeadAttention(keras.layers.Layer):
         self.use_bias = check_bool("use_bias", use_bias)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.bias_initializer = keras.initializers.get(bias_initializer)
-        self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy, name="dropout")
-        self._attention_weights_dropout = self.dropout_layer if dropout else None
+        self.dropout_layer = Dropout(
+            dropout, dtype=self.dtype_policy, name="dropout"
+        )
+        self._attention_weights_dropout = (
+            self.dropout_layer if dropout else None
+        )
         # One output per query position: the query's Keras mask carries over.
         self.supports_masking = True
 
@@ -459,7 +473,10 @@ class MultiHeadAttention(keras.layers.Layer):
         dtype = self.compute_dtype
         key, value = self._project(
             ops.cast(memory, dtype),
-            [ops.cast(self.key_kernel, dtype), ops.cast(self.value_kernel, dtype)],
+            [
+                ops.cast(self.key_kernel, dtype),
+                ops.cast(self.value_kernel, dtype),
+            ],
             [
                 None if bias is None else ops.cast(bias, dtype)
                 for bias in (self.key_bias, self.value_bias)
@@ -467,7 +484,9 @@ class MultiHeadAttention(keras.layers.Layer):
         )
         return {"key": key, "value": value}
 
-    def initial_cache(self, batch_size, max_length=None, dtype=None, in_place=False):
+    def initial_cache(
+        self, batch_size, max_length=None, dtype=None, in_place=False
+    ):
         """An empty self-attention cache.
 
         Args:
@@ -502,12 +521,21 @@ class MultiHeadAttention(keras.layers.Layer):
             # pages are touched only as steps write them.
             return {
                 name: tf.raw_ops.Empty(
-                    shape=tf.stack([batch_size, max_length, self.num_heads, width]),
+                    shape=tf.stack(
+                        [batch_size, max_length, self.num_heads, width]
+                    ),
                     dtype=tf.as_dtype(dtype),
                 )
-                for name, width in (("key", self.key_dim), ("value", self.value_dim))
+                for name, width in (
+                    ("key", self.key_dim),
+                    ("value", self.value_dim),
+                )
             }
-        shape = (batch_size, self.num_heads, 0 if max_length is None else max_length)
+        shape = (
+            batch_size,
+            self.num_heads,
+            0 if max_length is None else max_length,
+        )
         return {
             "key": ops.zeros((*shape, self.key_dim), dtype=dtype),
             "value": ops.zeros((*shape, self.value_dim), dtype=dtype),
@@ -560,7 +588,9 @@ class MultiHeadAttention(keras.layers.Layer):
             if cache_rows is not None:
                 new_cache = {
                     "key": _write_in_place(cache["key"], key, cache_index),
-                    "value": _write_in_place(cache["value"], value, cache_index),
+                    "value": _write_in_place(
+                        cache["value"], value, cache_index
+                    ),
                 }
                 # The rows hold the query's own position and its ancestors'
                 # (T = 1): nothing to mask.
@@ -627,7 +657,9 @@ class MultiHeadAttention(keras.layers.Layer):
         if use_causal_mask:
             mask = masks.merge_masks(
                 mask,
-                masks.causal_mask(ops.shape(q)[2], ops.shape(key)[2], query_start),
+                masks.causal_mask(
+                    ops.shape(q)[2], ops.shape(key)[2], query_start
+                ),
             )
         attended, weights = scaled_dot_product_attention(
             q,
@@ -646,10 +678,14 @@ class MultiHeadAttention(keras.layers.Layer):
         batch, length = ops.shape(query)[0], ops.shape(query)[1]
         flat = ops.reshape(attended, (-1, self.num_heads * self.value_dim))
         if decoding_weights is None:
-            outputs = project(flat, self.output_kernel, self.output_bias, training)
+            outputs = project(
+                flat, self.output_kernel, self.output_bias, training
+            )
         else:
             (outputs,) = project_parts(
-                flat, *decoding_weights["output"], [self.output_kernel.shape[-1]]
+                flat,
+                *decoding_weights["output"],
+                [self.output_kernel.shape[-1]],
             )
         outputs = ops.reshape(outputs, (batch, length, outputs.shape[-1]))
 
@@ -687,7 +723,11 @@ class MultiHeadAttention(keras.layers.Layer):
             keys = query.shape[1]
         elif cache_index is not None:
             # Fixed-size and in-place caches keep their shapes.
-            keys = cache["key"].shape[2] if cache_rows is None else cache_rows.shape[-1]
+            keys = (
+                cache["key"].shape[2]
+                if cache_rows is None
+                else cache_rows.shape[-1]
+            )
             new_cache = {
                 name: keras.KerasTensor(x.shape, dtype=x.dtype)
                 for name, x in cache.items()
@@ -697,7 +737,9 @@ class MultiHeadAttention(keras.layers.Layer):
             length, steps = cache["key"].shape[2], query.shape[1]
             keys = None if None in (length, steps) else length + steps
             new_cache = {
-                name: keras.KerasTensor((*x.shape[:2], keys, x.shape[3]), x.dtype)
+                name: keras.KerasTensor(
+                    (*x.shape[:2], keys, x.shape[3]), x.dtype
+                )
                 for name, x in cache.items()
             }
         weights = None
@@ -719,7 +761,9 @@ class MultiHeadAttention(keras.layers.Layer):
                 "kernel_initializer": keras.initializers.serialize(
                     self.kernel_initializer
                 ),
-                "bias_initializer": keras.initializers.serialize(self.bias_initializer),
+                "bias_initializer": keras.initializers.serialize(
+                    self.bias_initializer
+                ),
             }
         )
         return config

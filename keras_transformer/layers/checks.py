@@ -34,7 +34,9 @@ def check_built(layer, method):
         )
 
 
-def check_static_dim(name, tensor, axis, reference_name, reference, reference_axis):
+def check_static_dim(
+    name, tensor, axis, reference_name, reference, reference_axis
+):
     """Raises a ValueError naming `name` when `tensor`'s `axis` and
     `reference`'s `reference_axis` are both known and differ (always in
     eager calls), instead of an error from inside a TensorFlow kernel. A

@@ -68,13 +68,17 @@ class TransformerDecoderLayer(TransformerLayer):
         # its self-attention masks the padded keys, which the causal mask
         # already hides from every real position.
         self.cross_attention = None
-        self.cross_attention_residual = self._residual("cross_attention_residual")
+        self.cross_attention_residual = self._residual(
+            "cross_attention_residual"
+        )
 
     def build(self, inputs_shape, memory_shape=None):
         super().build(inputs_shape)
         if memory_shape is not None:
             check_sequence_shape(type(self).__name__, "memory", memory_shape)
-        self.cross_attention = self._attention(inputs_shape[-1], "cross_attention")
+        self.cross_attention = self._attention(
+            inputs_shape[-1], "cross_attention"
+        )
         self.cross_attention.build(inputs_shape, memory_shape or inputs_shape)
         self.cross_attention_residual.build(inputs_shape)
         self.built = True
@@ -112,7 +116,9 @@ class TransformerDecoderLayer(TransformerLayer):
 
         attended = self.cross_attention(
             self.cross_attention_residual.normalize_input(x),
-            memory=memory if cross_attention_cache is None else cross_attention_cache,
+            memory=memory
+            if cross_attention_cache is None
+            else cross_attention_cache,
             attention_mask=memory_mask,
             return_attention_weights=return_attention_weights,
             training=training,

@@ -61,7 +61,8 @@ class Dropout(keras.layers.Dropout):
         # The layer's int64 seed state as the int32 pair that stateless
         # ops take (what Keras's own dropout does with it).
         seed = tf.cast(
-            tf.math.floormod(self.seed_generator.next(), tf.int32.max - 1), tf.int32
+            tf.math.floormod(self.seed_generator.next(), tf.int32.max - 1),
+            tf.int32,
         )
         words = tf.random.stateless_uniform(
             [(size + _PER_WORD - 1) // _PER_WORD],

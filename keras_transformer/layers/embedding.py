@@ -83,7 +83,9 @@ class ScaledEmbedding(keras.layers.Layer):
     def transposed_embeddings(self, dtype=None):
         """E^T, [D, V] in `dtype` (default: the compute dtype), a copy laid
         out for `call(..., reverse=True, transposed_embeddings=...)`."""
-        return ops.transpose(ops.cast(self.embeddings, dtype or self.compute_dtype))
+        return ops.transpose(
+            ops.cast(self.embeddings, dtype or self.compute_dtype)
+        )
 
     def call(self, inputs, reverse=False, transposed_embeddings=None):
         if reverse:
@@ -93,7 +95,9 @@ class ScaledEmbedding(keras.layers.Layer):
             hidden = ops.reshape(inputs, (-1, self.d_model))
             if transposed_embeddings is None:
                 transposed_embeddings = self.transposed_embeddings(inputs.dtype)
-            logits = ops.matmul(hidden, ops.cast(transposed_embeddings, inputs.dtype))
+            logits = ops.matmul(
+                hidden, ops.cast(transposed_embeddings, inputs.dtype)
+            )
             leading = ops.shape(inputs)[:-1]
             logits = ops.reshape(logits, (*leading, self.vocab_size))
             return ops.cast(logits, "float32")
@@ -155,7 +159,9 @@ class ScaledEmbedding(keras.layers.Layer):
             return (*inputs_shape[:-1], self.vocab_size)
         return (*inputs_shape, self.d_model)
 
-    def compute_output_spec(self, inputs, reverse=False, transposed_embeddings=None):
+    def compute_output_spec(
+        self, inputs, reverse=False, transposed_embeddings=None
+    ):
         if reverse:
             self._check_hidden_states(inputs)
         else:

@@ -78,6 +78,8 @@ class TransformerEncoderLayer(TransformerLayer):
         weights = None
         if return_attention_weights:
             _, weights = self.self_attention.compute_output_spec(
-                inputs, attention_mask=padding_mask, return_attention_weights=True
+                inputs,
+                attention_mask=padding_mask,
+                return_attention_weights=True,
             )
         return pack_outputs(outputs, weights)

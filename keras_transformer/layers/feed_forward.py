@@ -50,7 +50,9 @@ class PositionwiseFeedForward(keras.layers.Layer):
     ):
         super().__init__(**kwargs)
         self.d_ff = check_positive_int("d_ff", d_ff)
-        activation_dropout = check_rate("activation_dropout", activation_dropout)
+        activation_dropout = check_rate(
+            "activation_dropout", activation_dropout
+        )
         self.activation = keras.activations.get(activation)
         self.activation_dropout = activation_dropout
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
@@ -113,7 +115,9 @@ class PositionwiseFeedForward(keras.layers.Layer):
 
     def call(self, inputs, training=None, decoding_weights=None):
         if decoding_weights is not None:
-            inner_kernel, inner_bias, outer_kernel, outer_bias = decoding_weights
+            inner_kernel, inner_bias, outer_kernel, outer_bias = (
+                decoding_weights
+            )
             flat = ops.reshape(inputs, (-1, inputs.shape[-1]))
             hidden = self.activation(project(flat, inner_kernel, inner_bias))
             (outputs,) = project_parts(

@@ -120,4 +120,6 @@ class PaddingMask(keras.layers.Layer):
         return (inputs_shape[0], 1, inputs_shape[1])
 
     def compute_output_spec(self, inputs):
-        return keras.KerasTensor(self.compute_output_shape(inputs.shape), dtype="bool")
+        return keras.KerasTensor(
+            self.compute_output_shape(inputs.shape), dtype="bool"
+        )

@@ -44,7 +44,9 @@ class SinusoidalPositionalEncoding(keras.layers.Layer):
 
     def __init__(self, max_wavelength=10000.0, **kwargs):
         super().__init__(**kwargs)
-        self.max_wavelength = check_positive_number("max_wavelength", max_wavelength)
+        self.max_wavelength = check_positive_number(
+            "max_wavelength", max_wavelength
+        )
         # Position-wise: a Keras mask (`Embedding(mask_zero=True)`) carries
         # over to the encoder or decoder that follows.
         self.supports_masking = True

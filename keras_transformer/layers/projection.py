@@ -54,7 +54,11 @@ def aliasing_padding(width, dtype):
     """Zero columns that keep a kernel's rows of `width` elements of `dtype`
     off multiples of 2 KiB: one cache line of them, or 0."""
     size = tf.as_dtype(dtype).size
-    return _CACHE_LINE_BYTES // size if (width * size) % _ALIASING_ROW_BYTES == 0 else 0
+    return (
+        _CACHE_LINE_BYTES // size
+        if (width * size) % _ALIASING_ROW_BYTES == 0
+        else 0
+    )
 
 
 def decoding_projection(kernels, biases, dtype):
@@ -92,7 +96,9 @@ def project_parts(inputs, kernel, bias, widths):
 def _matmul_gradients(inputs, kernel, upstream):
     """(d inputs, d kernel) of `inputs @ kernel` for `upstream` [N, O]."""
     # [1, N, O] x [1, I, O]^T -> [N, I], as `BatchMatMulV2` (see `project`).
-    inputs_gradient = tf.linalg.matmul(upstream[None], kernel[None], adjoint_b=True)
+    inputs_gradient = tf.linalg.matmul(
+        upstream[None], kernel[None], adjoint_b=True
+    )
     width, units = kernel.shape  # A kernel's shape is static.
     if width > units:
         # `inputs^T upstream` with the wider operand on the left (the
@@ -100,7 +106,9 @@ def _matmul_gradients(inputs, kernel, upstream):
         # at 0.5-0.7x the batched matmul's speed on an Intel Xeon with
         # AVX-512 ([2048, 2048]^T x [2048, 512]: 46 vs 70 GFLOP/s at one
         # thread, 102 vs 150 at two); at the other shapes the two ran alike.
-        kernel_gradient = tf.linalg.matmul(inputs[None], upstream[None], adjoint_a=True)
+        kernel_gradient = tf.linalg.matmul(
+            inputs[None], upstream[None], adjoint_a=True
+        )
         return inputs_gradient[0], kernel_gradient[0]
     return inputs_gradient[0], tf.matmul(inputs, upstream, transpose_a=True)
 
@@ -146,7 +154,9 @@ class Dense(keras.layers.Dense):
             return super().call(inputs, training=training)
         flat = ops.reshape(inputs, (-1, inputs.shape[-1]))
         outputs = project(flat, self.kernel, self.bias, training)
-        outputs = ops.reshape(outputs, (*ops.shape(inputs)[:-1], outputs.shape[-1]))
+        outputs = ops.reshape(
+            outputs, (*ops.shape(inputs)[:-1], outputs.shape[-1])
+        )
         if self.activation is not None:
             outputs = self.activation(outputs)
         return outputs

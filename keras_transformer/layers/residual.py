@@ -51,8 +51,12 @@ class ResidualConnection(keras.layers.Layer):
         self.layer_norm = LayerNormalization(
             epsilon=epsilon, dtype=self.dtype_policy, name="layer_norm"
         )
-        self.dropout_layer = Dropout(dropout, dtype=self.dtype_policy, name="dropout")
-        self.supports_masking = True  # Position-wise: x's Keras mask carries over.
+        self.dropout_layer = Dropout(
+            dropout, dtype=self.dtype_policy, name="dropout"
+        )
+        self.supports_masking = (
+            True  # Position-wise: x's Keras mask carries over.
+        )
 
     def build(self, inputs_shape, sublayer_output_shape=None):
         self.layer_norm.build(inputs_shape)
@@ -67,7 +71,9 @@ class ResidualConnection(keras.layers.Layer):
         return inputs
 
     def call(self, inputs, sublayer_output, training=None):
-        outputs = inputs + self.dropout_layer(sublayer_output, training=training)
+        outputs = inputs + self.dropout_layer(
+            sublayer_output, training=training
+        )
         if self.norm_position == "post":
             outputs = self.layer_norm(outputs)
         return outputs

@@ -58,7 +58,8 @@ class _Stack(keras.layers.Layer):
         # The values the layers checked (e.g. numpy ints made Python ints),
         # so that `get_config` is JSON-serializable.
         self.layer_arguments = {
-            name: getattr(self.sublayers[0], name) for name in self.layer_arguments
+            name: getattr(self.sublayers[0], name)
+            for name in self.layer_arguments
         }
         # Read as the layers' own: `encoder.num_heads`, `encoder.dropout`.
         for name, value in self.layer_arguments.items():
@@ -226,7 +227,8 @@ class TransformerDecoder(_Stack):
         """Per-layer encoder keys/values, computed once per source batch."""
         check_built(self, "project_memory")
         return [
-            layer.cross_attention.project_memory(memory) for layer in self.sublayers
+            layer.cross_attention.project_memory(memory)
+            for layer in self.sublayers
         ]
 
     def decoding_weights(self):
@@ -235,13 +237,17 @@ class TransformerDecoder(_Stack):
         check_built(self, "decoding_weights")
         return [layer.decoding_weights() for layer in self.sublayers]
 
-    def initial_cache(self, batch_size, max_length=None, dtype=None, in_place=False):
+    def initial_cache(
+        self, batch_size, max_length=None, dtype=None, in_place=False
+    ):
         """Per-layer empty self-attention caches: fixed-size ones of
         `max_length` positions (in place with `in_place`), or growing ones
         when it is None; of the layers' compute dtype unless `dtype` says."""
         check_built(self, "initial_cache")
         return [
-            layer.self_attention.initial_cache(batch_size, max_length, dtype, in_place)
+            layer.self_attention.initial_cache(
+                batch_size, max_length, dtype, in_place
+            )
             for layer in self.sublayers
         ]
 
@@ -283,13 +289,17 @@ class TransformerDecoder(_Stack):
                     else cross_attention_cache[index]
                 ),
                 decoding_weights=(
-                    None if decoding_weights is None else decoding_weights[index]
+                    None
+                    if decoding_weights is None
+                    else decoding_weights[index]
                 ),
                 return_attention_weights=return_attention_weights,
                 training=training,
             )
             x, weights, new_cache = unpack_outputs(
-                outputs, return_attention_weights, self_attention_cache is not None
+                outputs,
+                return_attention_weights,
+                self_attention_cache is not None,
             )
             all_weights.append(weights)
             new_caches.append(new_cache)
@@ -319,10 +329,14 @@ class TransformerDecoder(_Stack):
                 inputs,
                 memory,
                 memory_mask,
-                None if self_attention_cache is None else self_attention_cache[index],
+                None
+                if self_attention_cache is None
+                else self_attention_cache[index],
                 cache_index,
                 cache_rows,
-                None if cross_attention_cache is None else cross_attention_cache[index],
+                None
+                if cross_attention_cache is None
+                else cross_attention_cache[index],
                 return_attention_weights=return_attention_weights,
             )
             for index, layer in enumerate(self.sublayers)
@@ -330,7 +344,9 @@ class TransformerDecoder(_Stack):
         _, all_weights, new_caches = zip(
             *(
                 unpack_outputs(
-                    outputs, return_attention_weights, self_attention_cache is not None
+                    outputs,
+                    return_attention_weights,
+                    self_attention_cache is not None,
                 )
                 for outputs in per_layer
             )

@@ -103,7 +103,9 @@ class TransformerLayer(keras.layers.Layer):
 
     def build(self, inputs_shape):
         check_sequence_shape(type(self).__name__, "inputs", inputs_shape)
-        self.self_attention = self._attention(inputs_shape[-1], "self_attention")
+        self.self_attention = self._attention(
+            inputs_shape[-1], "self_attention"
+        )
         self.self_attention.build(inputs_shape)
         self.feed_forward.build(inputs_shape)
         self.attention_residual.build(inputs_shape)

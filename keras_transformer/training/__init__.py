@@ -2,5 +2,8 @@
 
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from keras_transformer.training.metrics import MaskedTokenAccuracy, Perplexity
-from keras_transformer.training.optimizer import FusedAdam, transformer_optimizer
+from keras_transformer.training.optimizer import (
+    FusedAdam,
+    transformer_optimizer,
+)
 from keras_transformer.training.schedule import TransformerSchedule

@@ -68,7 +68,9 @@ def train_step(model, data):
         return i + 1, total + batch_total, num_tokens + batch_tokens, sums
 
     # N, or fewer in the last group of a finite dataset.
-    num_batches = y.nrows() if isinstance(y, tf.RaggedTensor) else tf.shape(y)[0]
+    num_batches = (
+        y.nrows() if isinstance(y, tf.RaggedTensor) else tf.shape(y)[0]
+    )
     zero = tf.constant(0.0)
     _, total, num_tokens, sums = tf.while_loop(
         lambda i, *_: i < tf.cast(num_batches, tf.int32),

@@ -8,7 +8,10 @@ import tensorflow as tf
 from keras_transformer import files
 from keras_transformer.model import Transformer
 from keras_transformer.model_files import MODEL_FILE, load_model
-from keras_transformer.training.callbacks import CHECKPOINT_DIR, list_checkpoints
+from keras_transformer.training.callbacks import (
+    CHECKPOINT_DIR,
+    list_checkpoints,
+)
 
 
 def average_models(paths: list[str]) -> Transformer:
@@ -42,12 +45,17 @@ def average_models(paths: list[str]) -> Transformer:
         for index, weight in enumerate(other.get_weights()):
             total[index] += weight
     model.set_weights(
-        [(t / len(paths)).astype(w.dtype) for t, w in zip(total, model.get_weights())]
+        [
+            (t / len(paths)).astype(w.dtype)
+            for t, w in zip(total, model.get_weights())
+        ]
     )
     return model
 
 
-def last_checkpoints(model_dir: str, num_checkpoints: int | None = None) -> list[str]:
+def last_checkpoints(
+    model_dir: str, num_checkpoints: int | None = None
+) -> list[str]:
     """The newest `num_checkpoints` `ckpt-<step>.keras` files of a run.
 
     Args:
@@ -120,7 +128,9 @@ def check_output(output: str, model_dir: str) -> None:
     else:
         checkpoints = list_checkpoints(os.path.join(model_dir, CHECKPOINT_DIR))
         if any(files.same_file(output, path) for _, path in checkpoints):
-            problem = "must not be one of the run's checkpoints (it would replace it)"
+            problem = (
+                "must not be one of the run's checkpoints (it would replace it)"
+            )
         elif files.same_file(output, os.path.join(model_dir, MODEL_FILE)):
             problem = (
                 f"must not be the run's final model ({MODEL_FILE}, which it "

@@ -215,7 +215,9 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
                     "continue %s exactly.",
                     step,
                     what,
-                    ", ".join(f"{k} {was} -> {is_}" for k, (was, is_) in items.items()),
+                    ", ".join(
+                        f"{k} {was} -> {is_}" for k, (was, is_) in items.items()
+                    ),
                     consequence,
                     order,
                 )
@@ -227,7 +229,9 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
 
     def on_epoch_end(self, epoch, logs=None):
         step = current_step(self.model)
-        if step % self.steps_per_epoch == 0 and finite_interval(self.model, logs):
+        if step % self.steps_per_epoch == 0 and finite_interval(
+            self.model, logs
+        ):
             self.save_now()
 
     def save_now(self):
@@ -268,7 +272,9 @@ class ResumableBackup(keras.callbacks.BackupAndRestore):
             return
         self._restore_seed_states()
         if self.model.optimizer.built:
-            self.model._initial_epoch = current_step(self.model) // self.steps_per_epoch
+            self.model._initial_epoch = (
+                current_step(self.model) // self.steps_per_epoch
+            )
 
     def _restore_seed_states(self):
         states = _seed_states(self.model)
@@ -304,10 +310,14 @@ class KeepLastCheckpoints(keras.callbacks.Callback):
             then leaves no checkpoint between the evenly spaced ones.
     """
 
-    def __init__(self, checkpoint_dir: str, keep: int, every_steps: int | None = None):
+    def __init__(
+        self, checkpoint_dir: str, keep: int, every_steps: int | None = None
+    ):
         super().__init__()
         if keep < 1:
-            raise ValueError(f"`keep` must be at least 1. Received: keep={keep}")
+            raise ValueError(
+                f"`keep` must be at least 1. Received: keep={keep}"
+            )
         self.checkpoint_dir = checkpoint_dir
         self.keep = keep
         self.every_steps = every_steps
@@ -330,12 +340,16 @@ def logged_steps(summary_dir: str, tag: str) -> list[int]:
     `summary_dir`, file by file in the order written (a truncated file,
     from a killed process, up to its end)."""
     steps = []
-    for path in sorted(tf.io.gfile.glob(os.path.join(summary_dir, "events.out.*"))):
+    for path in sorted(
+        tf.io.gfile.glob(os.path.join(summary_dir, "events.out.*"))
+    ):
         try:
             for record in tf.data.TFRecordDataset(path):
                 event = tf.compat.v1.Event.FromString(record.numpy())
                 steps += [
-                    event.step for value in event.summary.value if value.tag == tag
+                    event.step
+                    for value in event.summary.value
+                    if value.tag == tag
                 ]
         except tf.errors.DataLossError:
             pass

@@ -95,7 +95,8 @@ def create_strategy(
             f"Received: strategy={name!r}, tpu_address={tpu_address!r}"
         )
     if name in ("multi_worker", "tpu") and not (
-        is_real(worker_startup_timeout) and 0 < worker_startup_timeout < math.inf
+        is_real(worker_startup_timeout)
+        and 0 < worker_startup_timeout < math.inf
     ):
         raise ValueError(
             "`worker_startup_timeout` must be a positive number of seconds "
@@ -137,7 +138,9 @@ def create_strategy(
         return tf.distribute.MirroredStrategy([d.name for d in chosen])
     _wait_for_grpc_address(tpu_address, worker_startup_timeout)
     try:
-        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu_address)
+        resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+            tpu_address
+        )
         tf.config.experimental_connect_to_cluster(resolver)
         tf.tpu.experimental.initialize_tpu_system(resolver)
     except (tf.errors.OpError, ValueError, OSError) as error:
@@ -217,7 +220,9 @@ def _multi_worker_strategy(startup_timeout: float):
         strategy = tf.distribute.MultiWorkerMirroredStrategy()
     except tf.errors.DeadlineExceededError as error:
         raise TimeoutError(
-            _startup_timeout_message(error.message, workers, index, startup_timeout)
+            _startup_timeout_message(
+                error.message, workers, index, startup_timeout
+            )
         ) from None
     finally:
         if default_ctrl_c:
@@ -227,7 +232,9 @@ def _multi_worker_strategy(startup_timeout: float):
         # tf.distribute's PreemptionCheckpointHandler, unused here): a
         # stopped worker would train on until SIGKILL. Restore the handler
         # (the default: terminate), as under the other strategies.
-        signal.signal(signal.SIGTERM, signal.SIG_DFL if handler is None else handler)
+        signal.signal(
+            signal.SIGTERM, signal.SIG_DFL if handler is None else handler
+        )
     return strategy
 
 
@@ -259,7 +266,9 @@ def lost_worker_error(
     if heartbeats:
         tasks = re.findall(r"task:(\d+)", heartbeats[1])
     elif isinstance(error, tf.errors.UnavailableError):
-        tasks = re.findall(r"remote target /job:worker/replica:0/task:(\d+)", message)
+        tasks = re.findall(
+            r"remote target /job:worker/replica:0/task:(\d+)", message
+        )
     else:
         return None
     named = ", ".join(f"worker {task}" for task in sorted(set(map(int, tasks))))
@@ -282,7 +291,9 @@ def _startup_timeout_message(message, workers, index, startup_timeout):
     else:
         missing = [0] if index else []
     named = ", ".join(
-        f"worker {task} ({workers[task]})" for task in missing if task < len(workers)
+        f"worker {task} ({workers[task]})"
+        for task in missing
+        if task < len(workers)
     )
     return (
         f"Worker {index} of {len(workers)} waited {startup_timeout:g} s for "
@@ -437,7 +448,9 @@ def sum_over_workers(strategy: tf.distribute.Strategy):
         def replica_fn(local):
             context = tf.distribute.get_replica_context()
             # Each worker's replicas all hold its value: count it once.
-            share = local / context.num_replicas_in_sync * worker_count(strategy)
+            share = (
+                local / context.num_replicas_in_sync * worker_count(strategy)
+            )
             return context.all_reduce(tf.distribute.ReduceOp.SUM, share)
 
         result = strategy.run(replica_fn, args=(value,))

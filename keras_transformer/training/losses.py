@@ -97,11 +97,16 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
         total = ops.sum(losses)
         num_tokens = ops.sum(weights)
         replica_context = tf.distribute.get_replica_context()
-        if replica_context is not None and replica_context.num_replicas_in_sync > 1:
+        if (
+            replica_context is not None
+            and replica_context.num_replicas_in_sync > 1
+        ):
             num_tokens = replica_context.all_reduce("sum", num_tokens)
         return total / ops.maximum(num_tokens, 1.0)
 
-    def weighted_token_losses(self, y_true, y_pred, sample_weight=None, mask=None):
+    def weighted_token_losses(
+        self, y_true, y_pred, sample_weight=None, mask=None
+    ):
         """The weighted per-token losses and the token weights, both [B, T].
 
         The loss's one definition of which tokens count and how much: the
@@ -207,7 +212,9 @@ def _smoothed_cross_entropy(logits, labels, label_smoothing):
             rows = tf.range(tf.shape(flat)[0])
             indices = tf.stack([rows, tf.reshape(labels, [-1])], axis=1)
             flat = tf.tensor_scatter_nd_sub(
-                flat, indices, (1.0 - label_smoothing) * tf.reshape(upstream, [-1])
+                flat,
+                indices,
+                (1.0 - label_smoothing) * tf.reshape(upstream, [-1]),
             )
             return tf.reshape(flat, tf.shape(logits))
 

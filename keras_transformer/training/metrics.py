@@ -34,7 +34,9 @@ class _MaskedTokenMean(keras.metrics.Metric):
 
     def update_state(self, y_true, y_pred, sample_weight=None):
         labels = token_labels(y_true, y_pred)
-        weights = token_weights(labels, self.pad_id, sample_weight, keras_mask(y_pred))
+        weights = token_weights(
+            labels, self.pad_id, sample_weight, keras_mask(y_pred)
+        )
         values = self.token_values(labels, ops.cast(y_pred, "float32"))
         self.total.assign_add(ops.sum(values * weights))
         self.count.assign_add(ops.sum(weights))
@@ -85,7 +87,9 @@ class Perplexity(_MaskedTokenMean):
         super().__init__(pad_id=pad_id, name=name, **kwargs)
 
     def token_values(self, labels, logits):
-        return ops.sparse_categorical_crossentropy(labels, logits, from_logits=True)
+        return ops.sparse_categorical_crossentropy(
+            labels, logits, from_logits=True
+        )
 
     def result(self):
         return ops.exp(self.total / ops.maximum(self.count, 1.0))

@@ -152,7 +152,9 @@ class SaveOnPreemption(keras.callbacks.Callback):
         finally:
             self._catching = False
             for signum, handler in previous.items():
-                signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+                signal.signal(
+                    signum, signal.SIG_DFL if handler is None else handler
+                )
 
     def signalled_anywhere(self) -> bool:
         """Whether this process or, under a multi-worker strategy, any
@@ -223,7 +225,9 @@ class SaveOnPreemption(keras.callbacks.Callback):
 
     def _preempted(self, agreed):
         step = callbacks_lib.current_step(self.model)
-        return TrainingPreempted(step, *agreed, last_step=step == self.last_step)
+        return TrainingPreempted(
+            step, *agreed, last_step=step == self.last_step
+        )
 
     def _agree(self):
         """`(signum, worker)` of a signal received by this worker (worker
@@ -233,7 +237,9 @@ class SaveOnPreemption(keras.callbacks.Callback):
             return (signum, None) if signum else None
         # Collectives: every worker runs them at the same points.
         if self._sum_over_workers is None:
-            self._sum_over_workers = distribution.sum_over_workers(self.strategy)
+            self._sum_over_workers = distribution.sum_over_workers(
+                self.strategy
+            )
         if not self._sum_over_workers(signum):
             return None
         # Once (every worker alike), to name a worker that was, if this one

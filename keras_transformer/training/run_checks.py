@@ -146,7 +146,9 @@ def check_workers_resume_alike(steps: "list[int]", model_dir: str) -> None:
     if len(set(steps)) <= 1:
         return
     furthest = steps.index(max(steps))
-    where = ", ".join(f"worker {i} from step {step}" for i, step in enumerate(steps))
+    where = ", ".join(
+        f"worker {i} from step {step}" for i, step in enumerate(steps)
+    )
     raise ValueError(
         f"The workers must resume from one step, but {where}: each restores "
         "the backup folder of its own directory (worker 0: "
@@ -296,7 +298,9 @@ def check_model_dir(
     """
     check_model_dir_named(model_dir)
     try:
-        is_file = tf.io.gfile.exists(model_dir) and not tf.io.gfile.isdir(model_dir)
+        is_file = tf.io.gfile.exists(model_dir) and not tf.io.gfile.isdir(
+            model_dir
+        )
         if not is_file:
             tf.io.gfile.makedirs(model_dir)
         saved = None if is_file else read_settings(model_dir)
@@ -433,5 +437,8 @@ def save_settings(model_dir: str, settings: dict) -> None:
         settings: as for `check_model_dir`.
     """
     path = os.path.join(model_dir, SETTINGS_FILE)
-    with files.written_aside(path) as partial, tf.io.gfile.GFile(partial, "w") as f:
+    with (
+        files.written_aside(path) as partial,
+        tf.io.gfile.GFile(partial, "w") as f,
+    ):
         f.write(json.dumps(settings, indent=2, sort_keys=True))

@@ -35,7 +35,10 @@ from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training import distribution, run_checks
 from keras_transformer.training import preemption as preemption_lib
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
-from keras_transformer.training.metrics import MaskedTokenAccuracy, TargetTokenCount
+from keras_transformer.training.metrics import (
+    MaskedTokenAccuracy,
+    TargetTokenCount,
+)
 from keras_transformer.training.optimizer import (
     StepCountingLossScaleOptimizer,
     transformer_optimizer,
@@ -116,7 +119,9 @@ def compile_for_training(
     # compiled instead (`replica_xla.py`).
     replicas = tf.distribute.get_strategy().num_replicas_in_sync
     model.gradient_accumulation_steps = steps
-    model.replica_jit_compile = bool(jit_compile) and (replicas > 1 or steps > 1)
+    model.replica_jit_compile = bool(jit_compile) and (
+        replicas > 1 or steps > 1
+    )
     model.compile(
         optimizer=optimizer,
         loss=LabelSmoothedCrossEntropy(config.label_smoothing),
@@ -387,7 +392,9 @@ def run_training(
 
         paths = {
             "log_dir": os.path.join(write_dir, "logs"),
-            "checkpoint_dir": os.path.join(write_dir, callbacks_lib.CHECKPOINT_DIR),
+            "checkpoint_dir": os.path.join(
+                write_dir, callbacks_lib.CHECKPOINT_DIR
+            ),
             "model_path": os.path.join(write_dir, model_files.MODEL_FILE),
         }
         nan_stop = callbacks_lib.StopOnNaN()
@@ -482,7 +489,9 @@ def run_training(
         return TrainingResult(
             step=step,
             vocab_path=vocab_path,
-            dev_bleu=bleu.last_scores.bleu if bleu and bleu.last_scores else None,
+            dev_bleu=bleu.last_scores.bleu
+            if bleu and bleu.last_scores
+            else None,
             tokens_per_second=rates[-1] if rates else None,
             data_stats=batches.stats,
             **paths,
@@ -520,7 +529,9 @@ def _check_run_arguments(
         bleu_max_sentences=bleu_max_sentences,
         seed=seed,
     )
-    check_positive_int("gradient_accumulation_steps", gradient_accumulation_steps)
+    check_positive_int(
+        "gradient_accumulation_steps", gradient_accumulation_steps
+    )
     distribution.check_precision(mixed_precision)
     if bleu_every_steps % steps_per_checkpoint:
         raise ValueError(
@@ -614,12 +625,16 @@ def _load_vocabulary(
         strategy, [tokenizer.vocab_size, fingerprint]
     )
     run_checks.check_workers_share_vocabulary(
-        [tuple(row) for row in vocabularies.tolist()], model_dir, model_files.VOCAB_FILE
+        [tuple(row) for row in vocabularies.tolist()],
+        model_dir,
+        model_files.VOCAB_FILE,
     )
     return tokenizer
 
 
-def _non_finite_error(nan_step, saved_step, mixed_precision, learning_rate_scale):
+def _non_finite_error(
+    nan_step, saved_step, mixed_precision, learning_rate_scale
+):
     """The FloatingPointError of a run stopped at the non-finite `nan_step`,
     saying where its rerun resumes (the backup's `saved_step`)."""
     restart = (

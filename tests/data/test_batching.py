@@ -25,8 +25,12 @@ def _examples(count=300, seed=0, max_tokens=_MAX_LENGTH - 1):
     sources, targets = [], []
     for index in range(count):
         source_length = int(rng.integers(1, max_tokens + 1))
-        target_length = int(np.clip(source_length + rng.integers(-3, 4), 1, max_tokens))
-        sources.append([index + 100] + list(rng.integers(4, 90, source_length - 1)))
+        target_length = int(
+            np.clip(source_length + rng.integers(-3, 4), 1, max_tokens)
+        )
+        sources.append(
+            [index + 100] + list(rng.integers(4, 90, source_length - 1))
+        )
         targets.append(list(rng.integers(4, 90, target_length)))
     return sources, targets
 
@@ -50,7 +54,12 @@ def _batches(dataset):
 def _indices(batches):
     """Example indices, read back from the first source id (rows of
     padding alone, which fill up a bucket's last batch, have none)."""
-    return [int(row[0]) - 100 for source, _, _ in batches for row in source if row[0]]
+    return [
+        int(row[0]) - 100
+        for source, _, _ in batches
+        for row in source
+        if row[0]
+    ]
 
 
 class TokenBatchesTest(test_case.TestCase):
@@ -174,9 +183,14 @@ class TokenBatchesTest(test_case.TestCase):
     def test_repeat_goes_on_with_reshuffled_epochs(self):
         examples = _dataset(*_examples(count=40))
         per_epoch = batching.epoch_batch_count(examples, 300, _MAX_LENGTH)
-        dataset = batching.token_batches(examples, 300, _MAX_LENGTH, repeat=True)
+        dataset = batching.token_batches(
+            examples, 300, _MAX_LENGTH, repeat=True
+        )
         batches = _batches(dataset.take(2 * per_epoch))
-        first, second = _indices(batches[:per_epoch]), _indices(batches[per_epoch:])
+        first, second = (
+            _indices(batches[:per_epoch]),
+            _indices(batches[per_epoch:]),
+        )
         # Each epoch is every example once, in another order.
         self.assertCountEqual(first, range(40))
         self.assertCountEqual(second, range(40))
@@ -208,7 +222,9 @@ class TokenBatchesTest(test_case.TestCase):
         per_epoch = batching.epoch_batch_count(in_memory, 400, _MAX_LENGTH)
         self.assertEqual(
             per_epoch,
-            batching.epoch_batch_count(_dataset(sources, targets), 400, _MAX_LENGTH),
+            batching.epoch_batch_count(
+                _dataset(sources, targets), 400, _MAX_LENGTH
+            ),
         )
 
         def first_epochs(examples):
@@ -265,7 +281,9 @@ class TokenBatchesTest(test_case.TestCase):
         )
         self.assertEqual(float(tf.random.uniform([], seed=1)), want)
         epoch = batching.epoch_batch_count(examples, 300, _MAX_LENGTH)
-        self.assertCountEqual(_indices(_batches(dataset.take(epoch))), range(40))
+        self.assertCountEqual(
+            _indices(_batches(dataset.take(epoch))), range(40)
+        )
 
     @parameterized.parameters(40, 100, 333, 1000)
     def test_epoch_batch_count_counts_an_epoch(self, batch_tokens):
@@ -286,7 +304,9 @@ class TokenBatchesTest(test_case.TestCase):
     )
     def test_skip_goes_on_with_the_batches_that_come_next(self, skip, _):
         examples = _dataset(*_examples(count=60))
-        self.assertEqual(batching.epoch_batch_count(examples, 300, _MAX_LENGTH), 21)
+        self.assertEqual(
+            batching.epoch_batch_count(examples, 300, _MAX_LENGTH), 21
+        )
 
         def batches(**kwargs):
             dataset = batching.token_batches(
@@ -309,7 +329,8 @@ class TokenBatchesTest(test_case.TestCase):
     def test_skip_past_the_only_epoch_is_an_error(self):
         examples = _dataset(*_examples(count=60))
         with self.assertRaisesRegex(
-            ValueError, "`skip` is more batches than the 21 of the one epoch.*skip=21"
+            ValueError,
+            "`skip` is more batches than the 21 of the one epoch.*skip=21",
         ):
             batching.token_batches(examples, 300, _MAX_LENGTH, skip=21)
 
@@ -411,7 +432,9 @@ class TokenBatchesTest(test_case.TestCase):
         # Seeds above ~9.2e12 overflowed int64 in the epochs' seeds. One
         # bucket (of length 8), one batch per epoch.
         examples = _dataset([[100 + index] for index in range(8)], [[6]] * 8)
-        dataset = batching.token_batches(examples, 64, 8, seed=2**63 - 1, repeat=True)
+        dataset = batching.token_batches(
+            examples, 64, 8, seed=2**63 - 1, repeat=True
+        )
         for batch in _batches(dataset.take(2)):
             self.assertCountEqual(_indices([batch]), range(8))
         for seed in (-1, 2**63, 1.0, True):
@@ -440,7 +463,9 @@ class PaddingEfficiencyTest(test_case.TestCase):
             "source_ids": tf.constant([[5, 3, 0, 0], [5, 6, 7, 3]]),
             "target_ids": tf.constant([[2, 5, 0, 0], [2, 5, 6, 0]]),
         }
-        dataset = tf.data.Dataset.from_tensors((features, features["target_ids"]))
+        dataset = tf.data.Dataset.from_tensors(
+            (features, features["target_ids"])
+        )
         self.assertAllClose(batching.padding_efficiency(dataset), 11 / 16)
 
     def test_empty(self):
@@ -448,8 +473,12 @@ class PaddingEfficiencyTest(test_case.TestCase):
             "source_ids": tf.zeros([0, 4], tf.int32),
             "target_ids": tf.zeros([0, 4], tf.int32),
         }
-        dataset = tf.data.Dataset.from_tensors((features, features["source_ids"]))
-        with self.assertRaisesRegex(ValueError, "holds no tokens.*Received: batches="):
+        dataset = tf.data.Dataset.from_tensors(
+            (features, features["source_ids"])
+        )
+        with self.assertRaisesRegex(
+            ValueError, "holds no tokens.*Received: batches="
+        ):
             batching.padding_efficiency(dataset)
 
 

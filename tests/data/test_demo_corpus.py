@@ -25,7 +25,9 @@ EXAMPLES = {
         "Der große Hund schläft.",
     ),
     "accusative_masculine": (
-        Sentence(Clause(NP("woman"), "buy", obj=NP("dog", "a", adjective="small"))),
+        Sentence(
+            Clause(NP("woman"), "buy", obj=NP("dog", "a", adjective="small"))
+        ),
         "The woman buys a small dog.",
         "Die Frau kauft einen kleinen Hund.",
     ),
@@ -35,12 +37,18 @@ EXAMPLES = {
         "Ich sehe den Hund.",
     ),
     "neuter_mixed_ending": (
-        Sentence(Clause(NP("you", ""), "have", obj=NP("car", "a", adjective="red"))),
+        Sentence(
+            Clause(NP("you", ""), "have", obj=NP("car", "a", adjective="red"))
+        ),
         "You have a red car.",
         "Du hast ein rotes Auto.",
     ),
     "dative_verb": (
-        Sentence(Clause(NP("child"), "help", "dative", obj=NP("man", adjective="old"))),
+        Sentence(
+            Clause(
+                NP("child"), "help", "dative", obj=NP("man", adjective="old")
+            )
+        ),
         "The child helps the old man.",
         "Das Kind hilft dem alten Mann.",
     ),
@@ -87,7 +95,9 @@ EXAMPLES = {
         "Mein Lehrer ruft den Jungen an.",
     ),
     "count_compound_number": (
-        Sentence(Clause(NP("man"), "have", obj=NP("dog", "count", True, count=21))),
+        Sentence(
+            Clause(NP("man"), "have", obj=NP("dog", "count", True, count=21))
+        ),
         "The man has twenty-one dogs.",
         "Der Mann hat einundzwanzig Hunde.",
     ),
@@ -103,7 +113,9 @@ EXAMPLES = {
     ),
     "fronted_weekday_inversion": (
         Sentence(
-            Clause(NP("man"), "see", obj=NP("dog"), time=("on Monday", "am Montag")),
+            Clause(
+                NP("man"), "see", obj=NP("dog"), time=("on Monday", "am Montag")
+            ),
             front_time=True,
         ),
         "On Monday the man sees the dog.",
@@ -123,7 +135,9 @@ EXAMPLES = {
         "Der Mann kauft am dritten Mai ein Auto.",
     ),
     "modal_infinitive_last": (
-        Sentence(Clause(NP("child"), "buy", obj=NP("car", "a"), modal="want to")),
+        Sentence(
+            Clause(NP("child"), "buy", obj=NP("car", "a"), modal="want to")
+        ),
         "The child wants to buy a car.",
         "Das Kind will ein Auto kaufen.",
     ),
@@ -226,7 +240,9 @@ class NumberWordsTest(TestCase):
 
     def test_out_of_range_number_error(self):
         for bad in (0, 100, 2.0, True):
-            with self.assertRaisesRegex(ValueError, r"integers 1 to 99.*Received: n="):
+            with self.assertRaisesRegex(
+                ValueError, r"integers 1 to 99.*Received: n="
+            ):
                 demo_lexicon.german_number(bad)
 
 
@@ -234,7 +250,9 @@ class RealizeTest(TestCase):
     def test_examples_of_each_phenomenon(self):
         for name, (sentence, english, german) in EXAMPLES.items():
             with self.subTest(name):
-                self.assertEqual(demo_corpus.realize(sentence), (english, german))
+                self.assertEqual(
+                    demo_corpus.realize(sentence), (english, german)
+                )
 
     def test_person_agreement(self):
         expected = {
@@ -304,7 +322,9 @@ class CorpusTest(TestCase):
         rng = random.Random(7)
         german_of = collections.defaultdict(set)
         for _ in range(20000):
-            english, german = demo_corpus.realize(demo_corpus.sample_sentence(rng))
+            english, german = demo_corpus.realize(
+                demo_corpus.sample_sentence(rng)
+            )
             german_of[english].add(german)
         repeated = [e for e in german_of if len(german_of[e]) > 1]
         self.assertEmpty(repeated)
@@ -367,7 +387,9 @@ class CorpusTest(TestCase):
         english_date = re.compile(
             rf"[Oo]n the ([a-z-]+) of ({names})\b|[Oo]n ({names}) (\d+)\b"
         )
-        german_date = re.compile(rf"\b[Aa]m (\w+en) ({'|'.join(german_month)})\b")
+        german_date = re.compile(
+            rf"\b[Aa]m (\w+en) ({'|'.join(german_month)})\b"
+        )
         checked = 0
         for english, german in self.pairs:
             en_dates = english_date.findall(english)
@@ -387,7 +409,9 @@ class CorpusTest(TestCase):
     def test_vocabulary_of_a_few_hundred_words(self):
         for side in (0, 1):
             vocabulary = {
-                word.lower() for pair in self.pairs for word in _words(pair[side])
+                word.lower()
+                for pair in self.pairs
+                for word in _words(pair[side])
             }
             self.assertBetween(len(vocabulary), 300, 800)
 
@@ -421,7 +445,9 @@ class CorpusTest(TestCase):
 
 class SplitsTest(TestCase):
     def test_splits_are_disjoint_and_sized(self):
-        splits = demo_corpus.demo_splits(num_train=3000, num_dev=200, num_test=200)
+        splits = demo_corpus.demo_splits(
+            num_train=3000, num_dev=200, num_test=200
+        )
         self.assertEqual(
             {k: len(v) for k, v in splits.items()},
             {"train": 3000, "dev": 200, "test": 200},

@@ -45,7 +45,9 @@ class PipelineTest(test_case.TestCase):
         pairs = tf.data.Dataset.from_tensor_slices(
             (["I have two sisters.", ""], ["Ich habe zwei Schwestern.", "Ja"])
         )
-        source_ids, target_ids = pipeline.tokenize_pairs(pairs, tokenizer, batch_size=1)
+        source_ids, target_ids = pipeline.tokenize_pairs(
+            pairs, tokenizer, batch_size=1
+        )
         self.assertEqual(source_ids.dtype, tf.int32)
         self.assertAllEqual(
             source_ids[0], tokenizer.tokenize(["I have two sisters."])[0]
@@ -112,7 +114,8 @@ class PipelineTest(test_case.TestCase):
             stats.describe(),
         )
         self.assertIn(
-            f"padding efficiency {stats.padding_efficiency:.1%}", stats.describe()
+            f"padding efficiency {stats.padding_efficiency:.1%}",
+            stats.describe(),
         )
         # Repeated, as training reads it: each bucket's last batch is filled
         # up with rows of padding, which the efficiency counts.
@@ -124,7 +127,9 @@ class PipelineTest(test_case.TestCase):
             repeated_stats.padding_efficiency,
             batching.padding_efficiency(repeated.take(stats.num_batches)),
         )
-        self.assertLess(repeated_stats.padding_efficiency, stats.padding_efficiency)
+        self.assertLess(
+            repeated_stats.padding_efficiency, stats.padding_efficiency
+        )
         tokenizer = fixtures.tokenizer()
         sources = [
             row
@@ -155,13 +160,17 @@ class PipelineTest(test_case.TestCase):
         for batch, same in zip(first, second):
             self.assertAllEqual(batch, same)
         sources = [
-            s.decode() for batch in first for s in tokenizer.detokenize(batch).numpy()
+            s.decode()
+            for batch in first
+            for s in tokenizer.detokenize(batch).numpy()
         ]
         self.assertCountEqual(sources, [p[1] for p in fixtures.PAIRS])
 
     def test_distributed_dataset_under_a_strategy(self):
         strategy = tf.distribute.OneDeviceStrategy("/cpu:0")
-        dataset, stats = self.training_dataset(strategy=strategy, measure_padding=False)
+        dataset, stats = self.training_dataset(
+            strategy=strategy, measure_padding=False
+        )
         self.assertIsNone(stats.padding_efficiency)
         self.assertIsInstance(dataset, tf.distribute.DistributedDataset)
         seen = 0
@@ -188,7 +197,9 @@ class PipelineTest(test_case.TestCase):
         self.assertNotIn("steps)", single.describe())
         for distributed, batches_per_step in ((mirrored, 1), (accumulating, 2)):
             self.assertEqual(distributed.num_batches, single.num_batches)
-            self.assertEqual(distributed.padding_efficiency, single.padding_efficiency)
+            self.assertEqual(
+                distributed.padding_efficiency, single.padding_efficiency
+            )
             steps = single.num_batches / (8 * batches_per_step)
             self.assertEqual(distributed.steps_per_epoch, steps)
             self.assertIn(
@@ -199,7 +210,9 @@ class PipelineTest(test_case.TestCase):
     def test_examples_are_the_rows_in_order(self):
         source_ids = tf.ragged.constant([[5, 6], [7], [8, 9, 10]], tf.int32)
         target_ids = tf.ragged.constant([[11], [12, 13], [14]], tf.int32)
-        examples = list(batching.PairsInMemory(source_ids, target_ids).dataset())
+        examples = list(
+            batching.PairsInMemory(source_ids, target_ids).dataset()
+        )
         self.assertLen(examples, 3)
         for row, (source, target) in enumerate(examples):
             self.assertEqual(source.dtype, tf.int32)
@@ -259,7 +272,10 @@ class PipelineTest(test_case.TestCase):
         pipeline.load_or_train_tokenizer(
             self.spec, model_path, src_lang="de", tgt_lang="en"
         )
-        for data, src_lang, tgt_lang in (("demo", "en", "de"), (self.spec, "en", "fr")):
+        for data, src_lang, tgt_lang in (
+            ("demo", "en", "de"),
+            (self.spec, "en", "fr"),
+        ):
             with self.assertRaisesRegex(
                 ValueError, "bpe.model was learned from another corpus.*Delete"
             ):
@@ -325,7 +341,9 @@ class PipelineTest(test_case.TestCase):
         with open(model_path, "rb") as f:
             self.assertEqual(f.read(), relearned_bytes)
 
-    def test_vocabulary_of_another_size_is_learned_again_only_before_training(self):
+    def test_vocabulary_of_another_size_is_learned_again_only_before_training(
+        self,
+    ):
         model_path = os.path.join(self.folder, "vocab", "bpe.model")
         load = self.vocabulary_loader(model_path)
         load(vocab_size=330)
@@ -334,7 +352,9 @@ class PipelineTest(test_case.TestCase):
             self.assertEqual(load(vocab_size=320).vocab_size, 330)
         # None was (a run that failed before training, rerun with another
         # --vocab_size): learned again at the size asked for.
-        self.assertEqual(load(vocab_size=320, relearn_if_changed=True).vocab_size, 320)
+        self.assertEqual(
+            load(vocab_size=320, relearn_if_changed=True).vocab_size, 320
+        )
         self.assertEqual(load().vocab_size, 320)
 
     def test_vocabulary_record_names_its_corpus_wherever_it_is_run(self):
@@ -343,7 +363,11 @@ class PipelineTest(test_case.TestCase):
         self.addCleanup(os.chdir, os.getcwd())
         os.chdir(self.folder)
         pipeline.load_or_train_tokenizer(
-            "text:train", model_path, src_lang="en", tgt_lang="de", vocab_size=330
+            "text:train",
+            model_path,
+            src_lang="en",
+            tgt_lang="de",
+            vocab_size=330,
         )
         # The corpus, however it is spelt.
         pipeline.load_or_train_tokenizer(

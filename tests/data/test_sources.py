@@ -43,7 +43,9 @@ class ParseDataSpecTest(test_case.TestCase):
     def test_forms(self, spec, expected):
         self.assertEqual(sources.parse_data_spec(spec), expected)
         # And back: the spec string of a spec.
-        self.assertEqual(str(sources.parse_data_spec(str(expected))), str(expected))
+        self.assertEqual(
+            str(sources.parse_data_spec(str(expected))), str(expected)
+        )
 
     @parameterized.parameters(
         "wmt14", "text:", "csv:data/train", "tfds:wmt14_translate", "demo:x"
@@ -73,7 +75,9 @@ class ParseDataSpecTest(test_case.TestCase):
                 self.assertEqual(sources.normalize_data_spec(spec), expected)
 
     def test_bad_explicit_split(self):
-        with self.assertRaisesRegex(ValueError, "bad item 'valid=x'.*Received: spec="):
+        with self.assertRaisesRegex(
+            ValueError, "bad item 'valid=x'.*Received: spec="
+        ):
             sources.parse_data_spec("text:train=a,valid=x")
         with self.assertRaisesRegex(ValueError, "split train named twice"):
             sources.parse_data_spec("text:train=a,train=b")
@@ -91,12 +95,16 @@ class ParseDataSpecTest(test_case.TestCase):
         ("fr", "en", 32000),
     )
     def test_default_vocab_size(self, src_lang, tgt_lang, expected):
-        self.assertEqual(sources.default_vocab_size(src_lang, tgt_lang), expected)
+        self.assertEqual(
+            sources.default_vocab_size(src_lang, tgt_lang), expected
+        )
 
     def test_default_vocab_size_of_the_demo_corpus(self):
         for spec in ("demo", sources.parse_data_spec("demo")):
             self.assertEqual(sources.default_vocab_size("en", "de", spec), 2000)
-        self.assertEqual(sources.default_vocab_size("en", "de", "tsv:c.tsv"), 37000)
+        self.assertEqual(
+            sources.default_vocab_size("en", "de", "tsv:c.tsv"), 37000
+        )
 
     def test_default_vocab_size_unknown_pair(self):
         with self.assertRaisesRegex(
@@ -139,7 +147,9 @@ class LoadTextTest(test_case.TestCase):
         # dev.* first when both are there.
         for lang in ("en", "de"):
             fixtures.write(self.path(f"dev.{lang}"), f"dev {lang} 0\n")
-        self.assertEqual(sources.load_pairs(spec, "dev", "en", "de")[1], ["dev de 0"])
+        self.assertEqual(
+            sources.load_pairs(spec, "dev", "en", "de")[1], ["dev de 0"]
+        )
 
     def test_sibling_splits_keep_the_train_prefixs_marks(self):
         # train.tok.* with dev.* (raw) and dev.tok.* beside it: the dev
@@ -156,7 +166,8 @@ class LoadTextTest(test_case.TestCase):
         # Without a marked one, the plain names as before, with a warning.
         with self.assertLogs("absl", "WARNING") as logs:
             self.assertEqual(
-                sources.load_pairs(spec, "test", "en", "de")[0], ["newstest2014 en 0"]
+                sources.load_pairs(spec, "test", "en", "de")[0],
+                ["newstest2014 en 0"],
             )
         self.assertRegex(
             logs.output[0],
@@ -168,7 +179,9 @@ class LoadTextTest(test_case.TestCase):
         fixtures.write(self.path("test.bpe.tsv"), "c\td\n")
         fixtures.write(self.path("test.tsv"), "e\tf\n")
         self.assertEqual(
-            sources.load_pairs(f"tsv:{self.path('train.bpe.tsv')}", "test", "en", "de"),
+            sources.load_pairs(
+                f"tsv:{self.path('train.bpe.tsv')}", "test", "en", "de"
+            ),
             (["c"], ["d"]),
         )
         # The first plain name warns too.
@@ -192,7 +205,9 @@ class LoadTextTest(test_case.TestCase):
         self.assertEqual(targets[0], "train en 0")
 
     def test_load_split_is_a_string_dataset(self):
-        dataset = sources.load_split(f"text:{self.path('train')}", "train", "en", "de")
+        dataset = sources.load_split(
+            f"text:{self.path('train')}", "train", "en", "de"
+        )
         self.assertEqual(
             list(dataset.as_numpy_iterator())[1],
             (b"train en 1", b"train de 1"),
@@ -229,8 +244,12 @@ class LoadTextTest(test_case.TestCase):
             sources.load_pairs(f"text:{self.path('train')}", "test", "en", "de")
 
     def test_missing_language_file(self):
-        with self.assertRaisesRegex(FileNotFoundError, "train.fr does not exist"):
-            sources.load_pairs(f"text:{self.path('train')}", "train", "en", "fr")
+        with self.assertRaisesRegex(
+            FileNotFoundError, "train.fr does not exist"
+        ):
+            sources.load_pairs(
+                f"text:{self.path('train')}", "train", "en", "fr"
+            )
 
     def test_tsv_with_sibling_test_file(self):
         fixtures.write(self.path("train.tsv"), "Hello .\tHallo .\n")

@@ -22,7 +22,9 @@ class TextFilesTest(test_case.TestCase):
         # U+2028 and form feeds are not line ends in a corpus: splitting on
         # them (as str.splitlines does) would misalign parallel files.
         path = self.write("a.en", "one\r\ntwo\u2028half\n\x0cthree \n")
-        self.assertEqual(text_files.read_lines(path), ["one", "two\u2028half", "three"])
+        self.assertEqual(
+            text_files.read_lines(path), ["one", "two\u2028half", "three"]
+        )
 
     def test_read_lines_without_final_newline(self):
         path = self.write("a.en", "one\ntwo")
@@ -36,7 +38,8 @@ class TextFilesTest(test_case.TestCase):
         path = self.write("b.en", text)
         self.assertEqual(text_files.read_lines(path), ["one", "two", ""])
         self.assertEqual(
-            text_files.split_lines(text.encode(), "standard input"), ["one", "two", ""]
+            text_files.split_lines(text.encode(), "standard input"),
+            ["one", "two", ""],
         )
 
     def test_read_parallel_files(self):
@@ -121,7 +124,9 @@ class TextFilesTest(test_case.TestCase):
     def test_carriage_returns_that_end_a_line_are_line_ends(self):
         # "\r\r\n" is what converting a "\r\n" file twice leaves.
         path = self.write("a.en", "one\r\ntwo\r\r\n\r\nfour")
-        self.assertEqual(text_files.read_lines(path), ["one", "two", "", "four"])
+        self.assertEqual(
+            text_files.read_lines(path), ["one", "two", "", "four"]
+        )
 
     def test_utf8_byte_order_mark_is_dropped(self):
         # Kept, it would make the first reference differ from its hypothesis.
@@ -162,7 +167,8 @@ class TextFilesTest(test_case.TestCase):
     def test_a_commands_file_of_sentences_is_named_by_its_flag(self):
         path = self.write("src.en", b"gut\nsch\xf6n\n")
         with self.assertRaisesRegex(
-            ValueError, f"invalid UTF-8 in {path} line 2.*Received: src={path}, line=2"
+            ValueError,
+            f"invalid UTF-8 in {path} line 2.*Received: src={path}, line=2",
         ):
             text_files.read_sentences(path, "src")
 
@@ -180,7 +186,9 @@ class TextFilesTest(test_case.TestCase):
         ("utf-32", "UTF-32", b""),
         ("utf-32-be", "UTF-32", b"\x00\x00\xfe\xff"),
     )
-    def test_utf16_and_utf32_are_named_with_the_conversion(self, encoding, name, mark):
+    def test_utf16_and_utf32_are_named_with_the_conversion(
+        self, encoding, name, mark
+    ):
         path = self.write("train.en", mark + "Hello .\n".encode(encoding))
         with self.assertRaisesRegex(
             ValueError,
@@ -202,7 +210,9 @@ class TextFilesTest(test_case.TestCase):
         ):
             text_files.read_lines(path)
         # Standard input (the translate command) alike, at the NUL's line.
-        with self.assertRaisesRegex(ValueError, "standard input line 2 holds a zero"):
+        with self.assertRaisesRegex(
+            ValueError, "standard input line 2 holds a zero"
+        ):
             text_files.split_lines(b"one\ntw\x00o\n", "standard input")
 
     def test_directory_is_named_not_a_traceback(self):
@@ -266,7 +276,9 @@ class TextFilesTest(test_case.TestCase):
         )
 
     def test_blank_tsv_lines_are_empty_pairs(self):
-        path = self.write("train.tsv", "Hello .\tHallo .\n \nBye .\tTschüss .\n\n")
+        path = self.write(
+            "train.tsv", "Hello .\tHallo .\n \nBye .\tTschüss .\n\n"
+        )
         self.assertEqual(
             text_files.read_tsv(path),
             (["Hello .", "", "Bye .", ""], ["Hallo .", "", "Tschüss .", ""]),

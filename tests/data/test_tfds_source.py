@@ -34,11 +34,15 @@ def _prepare(data_dir, splits, examples=_EXAMPLES, shards=1):
         pairs = list(zip(examples[split]["en"], examples[split]["de"]))
         size = -(-len(pairs) // shards)
         for shard in range(shards):
-            name = f"wmt14_translate-{split}.tfrecord-{shard:05d}-of-{shards:05d}"
+            name = (
+                f"wmt14_translate-{split}.tfrecord-{shard:05d}-of-{shards:05d}"
+            )
             path = os.path.join(builder.data_dir, name)
             with tf.io.TFRecordWriter(path) as writer:
                 for en, de in pairs[shard * size : (shard + 1) * size]:
-                    writer.write(features.serialize_example({"en": en, "de": de}))
+                    writer.write(
+                        features.serialize_example({"en": en, "de": de})
+                    )
     tfds.folder_dataset.write_metadata(
         data_dir=builder.data_dir,
         features=features,
@@ -86,7 +90,8 @@ class TfdsSourceTest(test_case.TestCase):
             )
         self.assertEqual((len(sources_), len(targets)), (3, 3))
         with self.assertRaisesRegex(
-            ValueError, "^glue/cola is not a translation dataset .*name=glue/cola$"
+            ValueError,
+            "^glue/cola is not a translation dataset .*name=glue/cola$",
         ):
             tfds_source.load_tfds_split("glue/cola", "train", "en", "de")
         with self.assertRaisesRegex(
@@ -103,13 +108,17 @@ class TfdsSourceTest(test_case.TestCase):
                 r"wmt14_translate/de-en, \['de', 'en'\].*Received: tgt_lang=fr",
             ),
         ):
-            tfds_source.load_tfds_split("wmt14_translate/de-en", "train", "en", "fr")
+            tfds_source.load_tfds_split(
+                "wmt14_translate/de-en", "train", "en", "fr"
+            )
 
     def test_unknown_split(self):
         with self.assertRaisesRegex(
             ValueError, "`split` must be one of.*Received: split=valid"
         ):
-            tfds_source.load_tfds_split("wmt14_translate/de-en", "valid", "en", "de")
+            tfds_source.load_tfds_split(
+                "wmt14_translate/de-en", "valid", "en", "de"
+            )
 
     def test_unknown_dataset_is_one_short_message(self):
         # TFDS's own error lists all ~450 datasets; nothing is downloaded.
@@ -120,7 +129,9 @@ class TfdsSourceTest(test_case.TestCase):
             "such as wmt14_translate/de-en or wmt14_translate/fr-en. "
             "Received: name=wmt14/de-en$",
         ):
-            tfds_source.load_tfds_split("wmt14/de-en", "train", "en", "de", data_dir)
+            tfds_source.load_tfds_split(
+                "wmt14/de-en", "train", "en", "de", data_dir
+            )
         self.assertEqual(os.listdir(data_dir), [])
 
     def test_unknown_config_names_the_configs(self):
@@ -159,7 +170,9 @@ class TfdsSourceTest(test_case.TestCase):
         english = [f"Sentence {index} ." for index in range(24)]
         german = [f"Satz {index} ." for index in range(24)]
         data_dir = fixtures.tempdir(self)
-        _prepare(data_dir, ["train"], {"train": {"en": english, "de": german}}, 8)
+        _prepare(
+            data_dir, ["train"], {"train": {"en": english, "de": german}}, 8
+        )
         for _ in range(2):
             self.assertEqual(
                 sources.load_pairs(
@@ -181,7 +194,9 @@ class TfdsSourceTest(test_case.TestCase):
                 "wmt14_translate/de-en", "test", "en", "de", data_dir
             )
 
-    def test_damaged_prepared_data_fails_in_one_line_that_says_to_copy_it_again(self):
+    def test_damaged_prepared_data_fails_in_one_line_that_says_to_copy_it_again(
+        self,
+    ):
         # An interrupted preparation or copy, each as TFDS would leave it:
         # TFDS's and TensorFlow's own errors were tracebacks (a KeyError, an
         # AssertionError, a DataLossError in the middle of reading).
@@ -264,9 +279,12 @@ class TfdsSourceTest(test_case.TestCase):
                 self.assertRaisesRegex(error, message) as caught,
             ):
                 sources.load_pairs(spec, "dev", "en", "de", data_dir)
-            self.assertNotIn("\n", str(caught.exception).split(" On a machine")[0])
+            self.assertNotIn(
+                "\n", str(caught.exception).split(" On a machine")[0]
+            )
         # The same message gives TFDS's reason for a name it cannot load.
         with self.assertRaisesRegex(
-            ValueError, "cannot be loaded: .*only: 1.0.0. If that is not the name"
+            ValueError,
+            "cannot be loaded: .*only: 1.0.0. If that is not the name",
         ):
             sources.load_pairs(f"{spec}:9.9.9", "dev", "en", "de", version_only)

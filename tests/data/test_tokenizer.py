@@ -78,7 +78,9 @@ class TrainSubwordVocabTest(test_case.TestCase):
         """The sentences a vocabulary was learned from, of 300 that each
         have a character of their own: the characters it has pieces for."""
         markers = [chr(0x4E00 + index) for index in range(300)]
-        corpus = [" ".join(marker * n for n in range(1, 5)) for marker in markers]
+        corpus = [
+            " ".join(marker * n for n in range(1, 5)) for marker in markers
+        ]
         path = tokenizer_lib.train_subword_vocab(
             corpus,
             600,
@@ -103,7 +105,9 @@ class TrainSubwordVocabTest(test_case.TestCase):
         # sample in each process: workers learned different vocabularies.
         first = self.learned_markers(max_sentences=150, seed=0)
         self.assertEqual(self.learned_markers(max_sentences=150, seed=0), first)
-        self.assertNotEqual(self.learned_markers(max_sentences=150, seed=1), first)
+        self.assertNotEqual(
+            self.learned_markers(max_sentences=150, seed=1), first
+        )
 
     def test_sample_is_uniform_seeded_and_skips_what_sentencepiece_would(self):
         corpus = [str(index) for index in range(1000)]
@@ -111,8 +115,12 @@ class TrainSubwordVocabTest(test_case.TestCase):
         self.assertEqual(count, 1000)
         self.assertLen(set(sample), 100)
         self.assertContainsSubset(sample, corpus)
-        self.assertEqual(tokenizer_lib._sample_sentences(corpus, 100, 3)[0], sample)
-        self.assertNotEqual(tokenizer_lib._sample_sentences(corpus, 100, 4)[0], sample)
+        self.assertEqual(
+            tokenizer_lib._sample_sentences(corpus, 100, 3)[0], sample
+        )
+        self.assertNotEqual(
+            tokenizer_lib._sample_sentences(corpus, 100, 4)[0], sample
+        )
         # Not a prefix or a stride: drawn from the whole corpus alike.
         numbers = sorted(int(sentence) for sentence in sample)
         self.assertLess(numbers[0], 100)
@@ -123,15 +131,23 @@ class TrainSubwordVocabTest(test_case.TestCase):
         longest = "x" * tokenizer_lib._MAX_SENTENCE_BYTES
         skipped = [longest + "x", " ", "\u2585 a"]
         self.assertEqual(
-            tokenizer_lib._sample_sentences(["a", *skipped, longest], 5, seed=0),
+            tokenizer_lib._sample_sentences(
+                ["a", *skipped, longest], 5, seed=0
+            ),
             (["a", longest], 5),
         )
 
     def test_sampling_arguments_are_checked(self):
-        for name, value in (("max_sentences", 0), ("seed", None), ("seed", 1.5)):
+        for name, value in (
+            ("max_sentences", 0),
+            ("seed", None),
+            ("seed", 1.5),
+        ):
             with (
                 self.subTest(name, value=value),
-                self.assertRaisesRegex(ValueError, re.escape(f"`{name}` must be")),
+                self.assertRaisesRegex(
+                    ValueError, re.escape(f"`{name}` must be")
+                ),
             ):
                 tokenizer_lib.train_subword_vocab(
                     fixtures.sentences(), 330, "unused", **{name: value}
@@ -213,7 +229,9 @@ class TrainSubwordVocabTest(test_case.TestCase):
             yield from fixtures.sentences()[:5]
             raise DamagedCorpus("the corpus file is damaged")
 
-        with self.assertRaisesRegex(DamagedCorpus, "^the corpus file is damaged$"):
+        with self.assertRaisesRegex(
+            DamagedCorpus, "^the corpus file is damaged$"
+        ):
             tokenizer_lib.train_subword_vocab(
                 sentences(), 300, os.path.join(fixtures.tempdir(self), "m")
             )
@@ -238,7 +256,9 @@ class TrainSubwordVocabTest(test_case.TestCase):
         prefix = os.path.join(fixtures.tempdir(self), "vocab")
         contents = []
         for _ in range(2):
-            path = tokenizer_lib.train_subword_vocab(fixtures.sentences(), 330, prefix)
+            path = tokenizer_lib.train_subword_vocab(
+                fixtures.sentences(), 330, prefix
+            )
             with open(path, "rb") as f:
                 contents.append(f.read())
         self.assertEqual(contents[0], contents[1])
@@ -253,13 +273,17 @@ class TrainSubwordVocabTest(test_case.TestCase):
         folder = f"ram://{self.id()}/run"
         self.addCleanup(tf.io.gfile.rmtree, folder)
         prefix = f"{folder}/vocab"
-        path = tokenizer_lib.train_subword_vocab(fixtures.sentences(), 330, prefix)
+        path = tokenizer_lib.train_subword_vocab(
+            fixtures.sentences(), 330, prefix
+        )
         self.assertEqual(path, prefix + ".model")
         self.assertTrue(tf.io.gfile.exists(prefix + ".vocab"))
         self.assertEqual(
             sorted(tf.io.gfile.listdir(folder)), ["vocab.model", "vocab.vocab"]
         )
-        self.assertEqual(tokenizer_lib.SubwordTokenizer.from_file(path).vocab_size, 330)
+        self.assertEqual(
+            tokenizer_lib.SubwordTokenizer.from_file(path).vocab_size, 330
+        )
         self.assertEqual(os.listdir("."), [])
 
 
@@ -314,7 +338,9 @@ class SubwordTokenizerTest(test_case.TestCase):
             [_NORMALISED[0].encode(), _NORMALISED[1].encode()],
         )
         ragged = tf.ragged.constant(rows, dtype=tf.int64)
-        self.assertAllEqual(tokenizer.detokenize(ragged), tokenizer.detokenize(dense))
+        self.assertAllEqual(
+            tokenizer.detokenize(ragged), tokenizer.detokenize(dense)
+        )
 
     def test_works_inside_tf_function(self):
         tokenizer = fixtures.tokenizer()
@@ -339,9 +365,13 @@ class SubwordTokenizerTest(test_case.TestCase):
             fixtures.VOCAB_SIZE,
         )
 
-    @parameterized.parameters(("vocab.vocab", "<pad>\t0\n"), ("vocab.model", ""))
+    @parameterized.parameters(
+        ("vocab.vocab", "<pad>\t0\n"), ("vocab.model", "")
+    )
     def test_a_file_that_is_not_a_model_is_named(self, name, content):
-        path = fixtures.write(os.path.join(fixtures.tempdir(self), name), content)
+        path = fixtures.write(
+            os.path.join(fixtures.tempdir(self), name), content
+        )
         with self.assertRaisesRegex(
             ValueError, f"not a sentencepiece model.*Received: path={path}"
         ):
@@ -415,4 +445,6 @@ class SubwordTokenizerTest(test_case.TestCase):
             cwd=folder,
         )
         self.assertEqual(result.returncode, 0, msg=result.stderr)
-        self.assertEqual(result.stdout.strip().split("\n")[-1], "|".join(_NORMALISED))
+        self.assertEqual(
+            result.stdout.strip().split("\n")[-1], "|".join(_NORMALISED)
+        )

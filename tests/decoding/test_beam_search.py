@@ -58,7 +58,9 @@ class PrefixTable:
 
     def inputs(self, sentences=None):
         """(initial_ids, state, static) for a subset of the sentences."""
-        sentences = np.arange(self.batch_size) if sentences is None else sentences
+        sentences = (
+            np.arange(self.batch_size) if sentences is None else sentences
+        )
         sentences = tf.cast(sentences, tf.int32)
         batch = tf.shape(sentences)[0]
         state = {"history": tf.zeros([batch, self.max_length], tf.int32)}
@@ -88,7 +90,10 @@ class PrefixTable:
         logits, _ = self.logits_fn(
             ids,
             step,
-            {"history": padded * tf.cast(tf.range(self.max_length) < step, tf.int32)},
+            {
+                "history": padded
+                * tf.cast(tf.range(self.max_length) < step, tf.int32)
+            },
             {"sentence": tf.repeat(static["sentence"], beams)},
         )
         return logits, {"history": history}
@@ -97,7 +102,9 @@ class PrefixTable:
         """`inputs` for `in_place_logits_fn`, made for the B * K hypotheses
         (`tile_state=False`)."""
         ids, _, static = self.inputs()
-        zeros = tf.zeros([self.batch_size * beam_size, self.max_length], tf.int32)
+        zeros = tf.zeros(
+            [self.batch_size * beam_size, self.max_length], tf.int32
+        )
         return ids, {"tokens": zeros, "ancestry": zeros}, static
 
     def in_place_logits_fn(self, ids, step, state, static):
@@ -105,10 +112,14 @@ class PrefixTable:
         stay in the slot (row) that wrote them, and a hypothesis reads its
         history through its ancestry, the slot of each earlier position."""
         slots = tf.range(tf.shape(ids)[0])[:, None]
-        column = tf.one_hot(step, self.max_length, on_value=True, off_value=False)
+        column = tf.one_hot(
+            step, self.max_length, on_value=True, off_value=False
+        )
         tokens = tf.where(column, ids[:, None], state["tokens"])
         ancestry = tf.where(column, slots, state["ancestry"])
-        positions = tf.broadcast_to(tf.range(self.max_length), tf.shape(ancestry))
+        positions = tf.broadcast_to(
+            tf.range(self.max_length), tf.shape(ancestry)
+        )
         history = tf.gather_nd(tokens, tf.stack([ancestry, positions], axis=-1))
         earlier = tf.range(self.max_length) < step
         logits, _ = self.logits_fn(
@@ -126,7 +137,9 @@ class PrefixTable:
         ended = []
 
         def grow(tokens, log_prob):
-            for token, token_log_prob in enumerate(self.log_probs(sentence, tokens)):
+            for token, token_log_prob in enumerate(
+                self.log_probs(sentence, tokens)
+            ):
                 if not np.isfinite(token_log_prob):
                     continue
                 seq = [*tokens, token]
@@ -258,7 +271,9 @@ class BeamSearchTest(TestCase):
         self.assertAllEqual(result.ids, expected.ids)
         self.assertAllClose(result.scores, expected.scores)
 
-    def test_static_that_is_not_per_sentence_says_to_pass_tile_static_false(self):
+    def test_static_that_is_not_per_sentence_says_to_pass_tile_static_false(
+        self,
+    ):
         # Transformer.initial_decoding_state's step constants hold weights
         # and may hold None: tf.repeat failed on the None, and a weight
         # repeated for the beams in the step's matmul.
@@ -295,7 +310,9 @@ class BeamSearchTest(TestCase):
     def test_stops_at_per_sentence_limits_without_eos(self):
         model = PrefixTable(3, max_length=5, seed=2)
         limits = [2, 5, 3]
-        result = self.search(model, limits, beam_size=4, eos_id=-1, num_return=4)
+        result = self.search(
+            model, limits, beam_size=4, eos_id=-1, num_return=4
+        )
         self.assertEqual(model.calls, 5)  # exactly max(limits) steps
         self.assertAllEqual(result.lengths, np.repeat([limits], 4, 0).T)
         for sentence, limit in enumerate(limits):
@@ -413,7 +430,9 @@ class BeamSearchTest(TestCase):
     def test_max_alpha_is_the_largest_finite_penalty(self, max_length):
         bound = max_alpha(max_length)
         # In hundredths, as the error message shows it.
-        self.assertAllClose(bound * 100.0, tf.round(bound * 100.0), rtol=0, atol=1e-3)
+        self.assertAllClose(
+            bound * 100.0, tf.round(bound * 100.0), rtol=0, atol=1e-3
+        )
         # Finite at every length up to the longest, with and without XLA.
         lengths = tf.range(max_length + 1)
         compiled = tf.function(length_penalty, jit_compile=True)
@@ -440,7 +459,9 @@ class BeamSearchTest(TestCase):
         model = PrefixTable(3, max_length=4, seed=7, eos_bias=3.0)
         limits = [4, 2, 3]
         alpha = 218.81  # max_alpha(4)
-        result = self.search(model, limits, beam_size=36, alpha=alpha, num_return=4)
+        result = self.search(
+            model, limits, beam_size=36, alpha=alpha, num_return=4
+        )
         self.assertAllLess(result.scores, 0.0)  # not the -0.0 of an inf penalty
         for sentence, limit in enumerate(limits):
             expected = model.exhaustive(sentence, limit, alpha, 4)
@@ -501,7 +522,9 @@ class BeamSearchTest(TestCase):
 
         @tf.function(jit_compile=True)
         def search(limits, alpha):
-            return self.search(model, limits, beam_size=4, alpha=alpha, num_return=2)
+            return self.search(
+                model, limits, beam_size=4, alpha=alpha, num_return=2
+            )
 
         result = search(limits, tf.constant(0.6))
         self.assertAllEqual(result.ids, expected.ids)
@@ -522,9 +545,13 @@ class BeamSearchTest(TestCase):
         @tf.function(jit_compile=True)
         def search(limit):
             ids, state, static = tf.fill([2], BOS_ID), {}, {}
-            return beam_search(logits_fn, ids, state, static, vocab_size, 4, limit)
+            return beam_search(
+                logits_fn, ids, state, static, vocab_size, 4, limit
+            )
 
-        hlo = search.experimental_get_compiler_ir(tf.constant(3))(stage="optimized_hlo")
+        hlo = search.experimental_get_compiler_ir(tf.constant(3))(
+            stage="optimized_hlo"
+        )
         sorts = [line for line in hlo.splitlines() if " sort(" in line]
         sorted_sizes = [
             int(size)
@@ -543,7 +570,9 @@ class BeamSearchTest(TestCase):
         if growing:
             logits_fn, inputs = model.growing_logits_fn, model.growing_inputs
             options = dict(
-                state_shape_invariants={"history": tf.TensorShape([None, None])},
+                state_shape_invariants={
+                    "history": tf.TensorShape([None, None])
+                },
                 tile_static=False,
             )
 
@@ -754,7 +783,9 @@ class BeamSearchTest(TestCase):
 
 
 class TopKTest(TestCase):
-    @parameterized.parameters((8, 32000), (8, 8000), (1, 4097), (4, 100), (8, 5000))
+    @parameterized.parameters(
+        (8, 32000), (8, 8000), (1, 4097), (4, 100), (8, 5000)
+    )
     def test_equals_tf_top_k_with_ties_and_minus_inf(self, k, width):
         from keras_transformer.decoding.loop import top_k
 

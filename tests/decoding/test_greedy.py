@@ -31,7 +31,9 @@ class GreedySearchTest(TestCase):
         for sentence, limit in enumerate(limits):
             tokens, log_prob = reference_greedy(model, sentence, limit)
             self.assertEqual(result.lengths[sentence], len(tokens))
-            self.assertAllEqual(result.ids[sentence], tokens + [0] * (5 - len(tokens)))
+            self.assertAllEqual(
+                result.ids[sentence], tokens + [0] * (5 - len(tokens))
+            )
             self.assertAllClose(result.log_probs[sentence], log_prob)
         lengths = result.lengths.numpy()
         self.assertGreater(len(set(lengths)), 1, "fixture: EOS varies")
@@ -42,7 +44,9 @@ class GreedySearchTest(TestCase):
     def test_runs_to_limits_without_eos(self):
         model = PrefixTable(3, max_length=5, seed=22, eos_bias=5.0)
         limits = [3, 5, 1]
-        result = greedy_search(model.logits_fn, *model.inputs(), limits, eos_id=-1)
+        result = greedy_search(
+            model.logits_fn, *model.inputs(), limits, eos_id=-1
+        )
         self.assertEqual(model.calls, 5)
         self.assertAllEqual(result.lengths, limits)
         for sentence, limit in enumerate(limits):
@@ -63,7 +67,9 @@ class GreedySearchTest(TestCase):
         expected = greedy_search(model.logits_fn, *model.inputs(), limits)
 
         def search(sentences, limits):
-            return greedy_search(model.logits_fn, *model.inputs(sentences), limits)
+            return greedy_search(
+                model.logits_fn, *model.inputs(sentences), limits
+            )
 
         compiled = tf.function(search, jit_compile=True)
         exported = tf.function(
@@ -83,14 +89,17 @@ class GreedySearchTest(TestCase):
         expected = greedy_search(model.logits_fn, *model.inputs(), limits)
 
         @tf.function(
-            autograph=False, input_signature=[tf.TensorSpec([None], tf.int32)] * 2
+            autograph=False,
+            input_signature=[tf.TensorSpec([None], tf.int32)] * 2,
         )
         def search(sentences, limits):
             return greedy_search(
                 model.growing_logits_fn,
                 *model.growing_inputs(sentences),
                 limits,
-                state_shape_invariants={"history": tf.TensorShape([None, None])},
+                state_shape_invariants={
+                    "history": tf.TensorShape([None, None])
+                },
             )
 
         result = search(tf.range(3), limits)
@@ -128,11 +137,15 @@ class GreedySearchTest(TestCase):
             ),
         ):
             with self.assertRaisesRegex(ValueError, message):
-                greedy_search(model.logits_fn, initial_ids, state, static, limits)
+                greedy_search(
+                    model.logits_fn, initial_ids, state, static, limits
+                )
         # A cast error from inside TensorFlow before.
         with self.assertRaisesRegex(
             TypeError,
             "^`max_decode_length` must be an integer or a tensor of integers. "
             "Received: max_decode_length='3'$",
         ):
-            greedy_search(model.logits_fn, tf.fill([2], BOS_ID), state, static, "3")
+            greedy_search(
+                model.logits_fn, tf.fill([2], BOS_ID), state, static, "3"
+            )

@@ -72,7 +72,9 @@ class TranslatorTest(TestCase):
         result = numpy(translator.translate_ids(tf.constant(source)))
         target = [BOS_ID]
         for _ in range(4 + 4):  # 4 tokens + length_offset
-            logits = model({"source_ids": source, "target_ids": np.array([target])})
+            logits = model(
+                {"source_ids": source, "target_ids": np.array([target])}
+            )
             target.append(int(np.argmax(logits[0, -1])))
             if target[-1] == EOS_ID:
                 break
@@ -110,7 +112,9 @@ class TranslatorTest(TestCase):
             numpy(translator.translate_ids(eos))["scores"], ids["scores"]
         )
 
-    def test_translate_ids_drops_a_leading_bos_as_translate_never_adds_one(self):
+    def test_translate_ids_drops_a_leading_bos_as_translate_never_adds_one(
+        self,
+    ):
         # Some tokenizers add BOS to every sequence; the model's sources
         # have none (as `translate` builds them), so it is dropped like EOS.
         translator = tiny_translator()
@@ -126,7 +130,9 @@ class TranslatorTest(TestCase):
                 with_bos = translator.translate_ids(source.to_tensor())
                 self.assert_same_results(with_bos, ids, atol=1e-5)
         # A row of only BOS (and EOS) has nothing to translate.
-        alone = numpy(translator.translate_ids(tf.constant([[BOS_ID, EOS_ID, 0]])))
+        alone = numpy(
+            translator.translate_ids(tf.constant([[BOS_ID, EOS_ID, 0]]))
+        )
         self.assertAllEqual(alone["lengths"], [0])
         self.assertAllEqual(alone["scores"], [0.0])
 
@@ -157,7 +163,9 @@ class TranslatorTest(TestCase):
         self.assertFalse(any(result["reached_length_limit"][[0, 1, 4]]))
         self.assertLess(result["scores"][3], 0.0)
         # Invalid UTF-8: translated with U+FFFD replacements, flagged.
-        self.assertAllEqual(result["invalid_utf8"], [False, False, True, False, False])
+        self.assertAllEqual(
+            result["invalid_utf8"], [False, False, True, False, False]
+        )
         fixed = "Hi \ufffd\ufffd there"
         expected = numpy(translator.translate(tf.constant([fixed])))
         self.assertEqual(result["outputs"][2], expected["outputs"][0])
@@ -195,17 +203,22 @@ class TranslatorTest(TestCase):
         self.assertAllEqual(ids["reached_length_limit"], kept > 0)
         best = numpy(translator.translate(strings))
         # The empty input translates to "": nothing was cut short.
-        self.assertAllEqual(best["reached_length_limit"], [True, True, True, False])
+        self.assertAllEqual(
+            best["reached_length_limit"], [True, True, True, False]
+        )
         options = numpy(translator.translate_with_options(strings, 0.6, 0, 4))
         self.assertEqual(options["reached_length_limit"].shape, (4, 4))
         self.assertAllEqual(
             options["reached_length_limit"][:, 0], best["reached_length_limit"]
         )
         # The flag is "the last token is not EOS".
-        output_ids = tf.constant([[[5, 6, EOS_ID, 0], [5, 6, 7, 8], [9, 0, 0, 0]]])
+        output_ids = tf.constant(
+            [[[5, 6, EOS_ID, 0], [5, 6, 7, 8], [9, 0, 0, 0]]]
+        )
         lengths = tf.constant([[3, 4, 0]])
         self.assertAllEqual(
-            translator_lib._without_eos(output_ids, lengths), [[False, True, False]]
+            translator_lib._without_eos(output_ids, lengths),
+            [[False, True, False]],
         )
 
     def test_translate_ids_rejects_ids_outside_the_vocabulary(self):
@@ -213,12 +226,16 @@ class TranslatorTest(TestCase):
         for bad in (-1, fixtures.VOCAB_SIZE):
             with self.assertRaisesRegex(
                 tf.errors.InvalidArgumentError,
-                re.escape(f"in [0, {fixtures.VOCAB_SIZE}) (the vocabulary size)")
+                re.escape(
+                    f"in [0, {fixtures.VOCAB_SIZE}) (the vocabulary size)"
+                )
                 + f".*Received: source_ids=.*{bad}",
             ):
                 translator.translate_ids(tf.constant([[5, bad, 9]]))
 
-    def test_paths_in_place_of_the_model_or_tokenizer_say_how_to_load_them(self):
+    def test_paths_in_place_of_the_model_or_tokenizer_say_how_to_load_them(
+        self,
+    ):
         model, tokenizer = tiny_model(), fixtures.tokenizer()
         for arg, model_arg, tokenizer_arg in (
             ("model", "run/model.keras", tokenizer),
@@ -240,7 +257,9 @@ class TranslatorTest(TestCase):
         for index in (0, 5, 47):
             alone = numpy(translator.translate(tf.constant([many[index]])))
             self.assertEqual(alone["outputs"][0], batch["outputs"][index])
-            self.assertAllClose(alone["scores"][0], batch["scores"][index], atol=1e-4)
+            self.assertAllClose(
+                alone["scores"][0], batch["scores"][index], atol=1e-4
+            )
 
     def test_options_return_sorted_n_best_led_by_the_default(self):
         translator = tiny_translator()
@@ -260,23 +279,35 @@ class TranslatorTest(TestCase):
         translator = tiny_translator(model=models[-1])
         strings = tf.constant(SENTENCES)
         for (alpha, offset), model in zip(settings, models):
-            fixed = tiny_translator(alpha=alpha, length_offset=offset, model=model)
+            fixed = tiny_translator(
+                alpha=alpha, length_offset=offset, model=model
+            )
             expected = numpy(fixed.translate(strings))
-            result = numpy(translator.translate_with_options(strings, alpha, offset, 1))
+            result = numpy(
+                translator.translate_with_options(strings, alpha, offset, 1)
+            )
             self.assertAllEqual(result["outputs"][:, 0], expected["outputs"])
-            self.assertAllClose(result["scores"][:, 0], expected["scores"], atol=1e-5)
+            self.assertAllClose(
+                result["scores"][:, 0], expected["scores"], atol=1e-5
+            )
         # Offset 0: no output is longer than its input (paper: input + 50).
         pieces = fixed.tokenizer.tokenize(strings)
         lengths = fixed.translate_ids(pieces.to_tensor())["lengths"]
-        self.assertAllLessEqual(lengths.numpy() - pieces.row_lengths().numpy(), 0)
+        self.assertAllLessEqual(
+            lengths.numpy() - pieces.row_lengths().numpy(), 0
+        )
 
     def test_huge_length_offset_saturates_at_max_length(self):
         # num_tokens + 2**31 - 1 overflows int32: the limit must saturate
         # at max_length, not wrap to a negative one (empty translations).
         translator = tiny_translator()
         strings = tf.constant(SENTENCES)
-        expected = numpy(translator.translate_with_options(strings, 0.6, MAX_LENGTH, 2))
-        huge = numpy(translator.translate_with_options(strings, 0.6, 2**31 - 1, 2))
+        expected = numpy(
+            translator.translate_with_options(strings, 0.6, MAX_LENGTH, 2)
+        )
+        huge = numpy(
+            translator.translate_with_options(strings, 0.6, 2**31 - 1, 2)
+        )
         self.assertAllEqual(huge["outputs"], expected["outputs"])
         self.assertAllClose(huge["scores"], expected["scores"])
         self.assertAllLess(expected["scores"], 0.0)  # real hypotheses
@@ -291,7 +322,10 @@ class TranslatorTest(TestCase):
         for args, message in (
             ((0.6, 4, 5), "`num_hypotheses` must be in [1, 4]"),
             ((0.6, 4, 0), "Received: num_hypotheses="),
-            ((-1.0, 4, 1), "`alpha` must be a non-negative number. Received: alpha="),
+            (
+                (-1.0, 4, 1),
+                "`alpha` must be a non-negative number. Received: alpha=",
+            ),
             ((float("nan"), 4, 1), "Received: alpha=] [nan]"),
             ((float("inf"), 4, 1), "Received: alpha=] [inf]"),
             ((0.6, -2, 1), "Received: length_offset="),
@@ -315,13 +349,17 @@ class TranslatorTest(TestCase):
                 (50, MAX_LENGTH, 85.19, 85.2),
                 (0, MAX_LENGTH - 1, 90.45, 90.46),
             ):
-                with self.subTest(jit_compile=translator.jit_compile, offset=offset):
+                with self.subTest(
+                    jit_compile=translator.jit_compile, offset=offset
+                ):
                     result = translator.translate_with_options(
                         strings, bound, offset, 4
                     )
                     scores = result["scores"].numpy()
                     self.assertAllLess(scores, 0.0)  # finite, not -0.0
-                    self.assertAllGreaterEqual(scores[:, :-1] - scores[:, 1:], 0.0)
+                    self.assertAllGreaterEqual(
+                        scores[:, :-1] - scores[:, 1:], 0.0
+                    )
                     message = (
                         f"`alpha` must be at most {bound} here: the length "
                         f"penalty ((5 + {longest}) / 6) ** alpha of the longest "
@@ -331,14 +369,18 @@ class TranslatorTest(TestCase):
                     with self.assertRaisesRegex(
                         tf.errors.InvalidArgumentError, re.escape(message)
                     ):
-                        translator.translate_with_options(strings, beyond, offset, 4)
+                        translator.translate_with_options(
+                            strings, beyond, offset, 4
+                        )
 
     def test_xla_translator_equals_the_graph_translator(self):
         # jit_compile pads the batch (3 -> 4) and the lengths to buckets:
         # the padding must change nothing.
         model = tiny_model()
         graph = tiny_translator(model=model)
-        xla = Translator(model, fixtures.tokenizer(), length_offset=4, jit_compile=True)
+        xla = Translator(
+            model, fixtures.tokenizer(), length_offset=4, jit_compile=True
+        )
         strings = tf.constant([*SENTENCES, ""])
         for name, call in (
             ("translate", lambda t: t.translate(strings)),
@@ -364,14 +406,23 @@ class TranslatorTest(TestCase):
         # one-sentence and empty calls leave parts empty.
         for parts in (2, 3):
             split = Translator(
-                model, fixtures.tokenizer(), length_offset=4, parallel_searches=parts
+                model,
+                fixtures.tokenizer(),
+                length_offset=4,
+                parallel_searches=parts,
             )
             for name, call in (
                 ("translate", lambda t: t.translate(strings)),
-                ("options", lambda t: t.translate_with_options(strings, 0.0, 2, 3)),
+                (
+                    "options",
+                    lambda t: t.translate_with_options(strings, 0.0, 2, 3),
+                ),
                 ("one sentence", lambda t: t.translate(strings[:1])),
                 ("no sentence", lambda t: t.translate(strings[:0])),
-                ("ids", lambda t: t.translate_ids(tf.constant([[5, 9, 17, 0]]))),
+                (
+                    "ids",
+                    lambda t: t.translate_ids(tf.constant([[5, 9, 17, 0]])),
+                ),
             ):
                 with self.subTest(name, parts=parts):
                     # Matmuls over fewer rows may round differently.
@@ -405,7 +456,9 @@ class TranslatorTest(TestCase):
             with self.assertRaisesRegex(ValueError, re.escape(message)):
                 Translator(model, tokenizer, **kwargs)
         # As beam_search says it.
-        with self.assertRaisesRegex(TypeError, "number .* Received: alpha='0.6'"):
+        with self.assertRaisesRegex(
+            TypeError, "number .* Received: alpha='0.6'"
+        ):
             Translator(model, tokenizer, alpha="0.6")
         # numpy integers (e.g. from a sweep) are integers.
         translator = Translator(
@@ -438,7 +491,8 @@ class TranslatorTest(TestCase):
         for source_vocab_size in (50, fixtures.VOCAB_SIZE + 8):
             own_source = build_transformer(
                 model.config.replace(
-                    share_embeddings="target", source_vocab_size=source_vocab_size
+                    share_embeddings="target",
+                    source_vocab_size=source_vocab_size,
                 )
             )
             with self.assertRaisesRegex(
@@ -471,9 +525,13 @@ class TranslatorTest(TestCase):
             # stopped at the limit.
             texts = [text.decode() for text in inputs.numpy()]
             return {
-                "outputs": tf.constant([text.upper() + "\r\n!" for text in texts]),
+                "outputs": tf.constant(
+                    [text.upper() + "\r\n!" for text in texts]
+                ),
                 "truncated": tf.constant(["long" in text for text in texts]),
-                "reached_length_limit": tf.constant(["loop" in t for t in texts]),
+                "reached_length_limit": tf.constant(
+                    ["loop" in t for t in texts]
+                ),
             }
 
         sentences = ["a", "long b", "c", "loop d", "long loop e"] + ["f"] * 20
@@ -482,10 +540,13 @@ class TranslatorTest(TestCase):
                 translate_fn, sentences, batch_size=2
             )
         # One line each: a line break spelled by byte pieces becomes a space.
-        self.assertEqual(translations, [text.upper() + " !" for text in sentences])
+        self.assertEqual(
+            translations, [text.upper() + " !" for text in sentences]
+        )
         self.assertLen(logs.output, 2)
         self.assertIn(
-            "2 of 25 sentences are longer than the model's input limit", logs.output[0]
+            "2 of 25 sentences are longer than the model's input limit",
+            logs.output[0],
         )
         self.assertIn("sentences 2, 5 (1-based)", logs.output[0])
         self.assertIn(

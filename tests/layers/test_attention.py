@@ -39,7 +39,10 @@ class MultiHeadAttentionTest(TestCase):
     def make_layer(self, **kwargs):
         # Random biases, so that the NumPy reference checks them too.
         args = dict(
-            num_heads=4, key_dim=8, value_dim=6, bias_initializer="random_normal"
+            num_heads=4,
+            key_dim=8,
+            value_dim=6,
+            bias_initializer="random_normal",
         )
         args.update(kwargs)
         return layers.MultiHeadAttention(**args)
@@ -59,7 +62,12 @@ class MultiHeadAttentionTest(TestCase):
         )
         # The paper's projections (section 3.2.2): kernels only.
         names = [v.path.split("/")[-1] for v in layer.weights]
-        kernels = ["query_kernel", "key_kernel", "value_kernel", "output_kernel"]
+        kernels = [
+            "query_kernel",
+            "key_kernel",
+            "value_kernel",
+            "output_kernel",
+        ]
         biases = [name.replace("kernel", "bias") for name in kernels]
         self.assertEqual(sorted(names), sorted(kernels + biases * use_bias))
         self.assertEqual(layer.key_bias is None, not use_bias)
@@ -78,7 +86,9 @@ class MultiHeadAttentionTest(TestCase):
         layer = self.make_layer()
         x = np.random.default_rng(2).normal(size=(1, 4, 12)).astype("float32")
         mask = layers.padding_mask(np.array([[4, 5, 0, 0]], "int32"))
-        _, weights = layer(x, attention_mask=mask, return_attention_weights=True)
+        _, weights = layer(
+            x, attention_mask=mask, return_attention_weights=True
+        )
         weights = weights.numpy()
         self.assertAllClose(weights.sum(-1), np.ones((1, 4, 4)), atol=1e-5)
         self.assertAllClose(weights[..., 2:], np.zeros((1, 4, 4, 2)))
@@ -90,7 +100,9 @@ class MultiHeadAttentionTest(TestCase):
         layer = self.make_layer(num_heads=3)
         x = np.random.default_rng(13).normal(size=(2, 3, 12)).astype("float32")
         causal = layer(x, use_causal_mask=True)
-        self.assertAllClose(layer(x, attention_mask=layers.causal_mask(3, 3)), causal)
+        self.assertAllClose(
+            layer(x, attention_mask=layers.causal_mask(3, 3)), causal
+        )
         ids = np.array([[4, 5, 0], [4, 0, 0]], "int32")
         padding = layers.padding_mask(ids)
         self.assertAllClose(
@@ -103,16 +115,22 @@ class MultiHeadAttentionTest(TestCase):
         layer = self.make_layer(dtype=policy)
         x = np.random.default_rng(14).normal(size=(2, 3, 12)).astype("float32")
         mask = layers.padding_mask(np.array([[0, 0, 0], [4, 5, 6]], "int32"))
-        outputs, weights = layer(x, attention_mask=mask, return_attention_weights=True)
+        outputs, weights = layer(
+            x, attention_mask=mask, return_attention_weights=True
+        )
         self.assertTrue(np.isfinite(ops.cast(outputs, "float32")).all())
         self.assertAllClose(weights[0], np.full((4, 3, 3), 1 / 3))
 
     def test_causal_weights_are_lower_triangular(self):
         layer = self.make_layer()
         x = np.random.default_rng(3).normal(size=(2, 5, 12)).astype("float32")
-        _, weights = layer(x, use_causal_mask=True, return_attention_weights=True)
+        _, weights = layer(
+            x, use_causal_mask=True, return_attention_weights=True
+        )
         upper = np.triu(np.ones((5, 5)), k=1).astype(bool)
-        self.assertAllClose(weights.numpy()[..., upper], np.zeros((2, 4, 10)), atol=0)
+        self.assertAllClose(
+            weights.numpy()[..., upper], np.zeros((2, 4, 10)), atol=0
+        )
 
     def test_self_attention_cache_equals_full_causal_pass(self):
         layer = self.make_layer()
@@ -131,7 +149,9 @@ class MultiHeadAttentionTest(TestCase):
         layer = self.make_layer()
         x = np.random.default_rng(5).normal(size=(2, 5, 12)).astype("float32")
         full = layer(x, use_causal_mask=True).numpy()
-        out, cache = layer(x[:, :3], cache=layer.initial_cache(2, 6), cache_index=0)
+        out, cache = layer(
+            x[:, :3], cache=layer.initial_cache(2, 6), cache_index=0
+        )
         steps = [out.numpy()]
         for t in range(3, 5):
             out, cache = layer(x[:, t : t + 1], cache=cache, cache_index=t)
@@ -142,7 +162,9 @@ class MultiHeadAttentionTest(TestCase):
     def test_positions_past_a_fixed_cache_are_named(self):
         layer = self.make_layer()
         x = np.ones((2, 3, 12), "float32")
-        with self.assertRaisesRegex(ValueError, r"`cache_index` 3 with 3 .* 5 pos"):
+        with self.assertRaisesRegex(
+            ValueError, r"`cache_index` 3 with 3 .* 5 pos"
+        ):
             layer(x, cache=layer.initial_cache(2, 5), cache_index=3)
         with self.assertRaisesRegex(ValueError, "`cache_index` -1"):
             layer(x[:, :1], cache=layer.initial_cache(2, 5), cache_index=-1)
@@ -158,7 +180,9 @@ class MultiHeadAttentionTest(TestCase):
         queries = np.ones((6, 1, 12), "float32")
         layer(queries, memory=np.ones((6, 7, 12), "float32"))
         memory = layer.project_memory(np.ones((2, 7, 12), "float32"))
-        with self.assertRaisesRegex(ValueError, "a multiple G of the memory batch"):
+        with self.assertRaisesRegex(
+            ValueError, "a multiple G of the memory batch"
+        ):
             layer(queries[:5], memory=memory)
         tiled_mask = np.ones((6, 1, 7), bool)
         with self.assertRaisesRegex(
@@ -195,7 +219,11 @@ class MultiHeadAttentionTest(TestCase):
         # cache is gathered; the in-place one stays put and only its
         # ancestry is. Same outputs, and the in-place cache keeps its shape.
         layer = self.make_layer()
-        x = np.random.default_rng(10).normal(size=(5, 3, 1, 12)).astype("float32")
+        x = (
+            np.random.default_rng(10)
+            .normal(size=(5, 3, 1, 12))
+            .astype("float32")
+        )
         parents = [[0, 0, 1], [2, 0, 0], [1, 1, 2], [0, 2, 1]]
         growing = layer.initial_cache(3)
         in_place = layer.initial_cache(3, 5, in_place=True)
@@ -221,21 +249,33 @@ class MultiHeadAttentionTest(TestCase):
         # buffer, and writing one would write the other); `Empty` is never
         # merged. The writes and reads below interleave in this order.
         layer = self.make_layer()
-        x = np.random.default_rng(11).normal(size=(3, 2, 1, 12)).astype("float32")
+        x = (
+            np.random.default_rng(11)
+            .normal(size=(3, 2, 1, 12))
+            .astype("float32")
+        )
 
         @tf.function
         def steps(first_step, other, second_step):
             first = layer.initial_cache(2, 2, in_place=True)
             second = layer.initial_cache(2, 2, in_place=True)
-            ancestry, rows = in_place_cache_rows(tf.zeros([2, 2], tf.int32), 0, 4)
-            out, first = layer(first_step, cache=first, cache_index=0, cache_rows=rows)
+            ancestry, rows = in_place_cache_rows(
+                tf.zeros([2, 2], tf.int32), 0, 4
+            )
+            out, first = layer(
+                first_step, cache=first, cache_index=0, cache_rows=rows
+            )
             with tf.control_dependencies([out]):
                 other = tf.identity(other)
-            out, second = layer(other, cache=second, cache_index=0, cache_rows=rows)
+            out, second = layer(
+                other, cache=second, cache_index=0, cache_rows=rows
+            )
             with tf.control_dependencies([out]):
                 second_step = tf.identity(second_step)
             _, rows = in_place_cache_rows(ancestry, 1, 4)
-            out, _ = layer(second_step, cache=first, cache_index=1, cache_rows=rows)
+            out, _ = layer(
+                second_step, cache=first, cache_index=1, cache_rows=rows
+            )
             return out
 
         expected = layer(np.concatenate([x[0], x[2]], 1), use_causal_mask=True)
@@ -260,7 +300,9 @@ class MultiHeadAttentionTest(TestCase):
         rng = np.random.default_rng(6)
         query = rng.normal(size=(6, 1, 12)).astype("float32")
         memory = rng.normal(size=(2, 7, 12)).astype("float32")
-        mask = layers.padding_mask(np.array([[5] * 7, [5] * 4 + [0] * 3], "int32"))
+        mask = layers.padding_mask(
+            np.array([[5] * 7, [5] * 4 + [0] * 3], "int32")
+        )
         tiled, tiled_weights = layer(
             query,
             memory=np.repeat(memory, 3, axis=0),
@@ -289,13 +331,17 @@ class MultiHeadAttentionTest(TestCase):
         def matmul_types(fn, *args):
             graph = tf.function(fn).get_concrete_function(*args).graph
             return {
-                op.type for op in graph.get_operations() if "BatchMatMul" in op.type
+                op.type
+                for op in graph.get_operations()
+                if "BatchMatMul" in op.type
             }
 
         cache = layer.initial_cache(2)
         step = matmul_types(lambda s: layer(s, cache=cache)[0], x[:, :1])
         projected = layer.project_memory(x)
-        cross_step = matmul_types(lambda s: layer(s, memory=projected), x[:, :1])
+        cross_step = matmul_types(
+            lambda s: layer(s, memory=projected), x[:, :1]
+        )
         sequence = matmul_types(lambda s: layer(s, use_causal_mask=True), x)
         self.assertEqual(step, {"BatchMatMulV3"})
         self.assertEqual(cross_step, {"BatchMatMulV3"})
@@ -415,7 +461,9 @@ class MultiHeadAttentionTest(TestCase):
             ValueError, r"built for `query` of width 8.*shape \(2, 5, 6\)"
         ):
             layer(np.ones((2, 5, 6), "float32"))
-        with self.assertRaisesRegex(ValueError, r"built for `memory` of width 8"):
+        with self.assertRaisesRegex(
+            ValueError, r"built for `memory` of width 8"
+        ):
             layer(x, memory=np.ones((2, 4, 6), "float32"))
         # Masks that broadcast still pass.
         layer(x, attention_mask=np.ones((1, 1, 5), bool))

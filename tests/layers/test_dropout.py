@@ -13,17 +13,23 @@ _KEEP_01 = 1 - 6554 / 65536
 class DropoutTest(TestCase):
     def test_drops_at_the_rate_and_keeps_the_expectation(self):
         layer = layers.Dropout(0.1, seed=3)
-        x = tf.ones([999, 999])  # 4k + 1 elements: the last word is a quarter used.
+        x = tf.ones(
+            [999, 999]
+        )  # 4k + 1 elements: the last word is a quarter used.
         outputs = layer(x, training=True).numpy()
         dropped = outputs == 0
         # Binomial std of the fraction is 3e-4 at 1M elements.
         self.assertAllClose(dropped.mean(), 0.1, atol=1.5e-3)
-        self.assertAllClose(outputs[~dropped], np.full((~dropped).sum(), 1 / _KEEP_01))
+        self.assertAllClose(
+            outputs[~dropped], np.full((~dropped).sum(), 1 / _KEEP_01)
+        )
         self.assertAllClose(outputs.mean(), 1.0, atol=2e-3)
 
     def test_masks_are_uniform_over_positions(self):
         # The four 16-bit quarters of each word, and every row, drop alike.
-        outputs = layers.Dropout(0.5, seed=1)(tf.ones([400, 500]), training=True)
+        outputs = layers.Dropout(0.5, seed=1)(
+            tf.ones([400, 500]), training=True
+        )
         dropped = outputs.numpy() == 0
         for quarter in range(4):  # Binomial std 2.2e-3 at 50,000 elements.
             self.assertAllClose(dropped[:, quarter::4].mean(), 0.5, atol=7e-3)
@@ -33,7 +39,9 @@ class DropoutTest(TestCase):
         x = np.random.default_rng(0).normal(size=(3, 4)).astype("float32")
         self.assertAllEqual(layers.Dropout(0.3)(x, training=False), x)
         self.assertAllEqual(layers.Dropout(0.0)(x, training=True), x)
-        self.assertAllEqual(layers.Dropout(1.0)(x, training=True), np.zeros_like(x))
+        self.assertAllEqual(
+            layers.Dropout(1.0)(x, training=True), np.zeros_like(x)
+        )
 
     def test_successive_calls_draw_new_masks_seeds_repeat(self):
         x = tf.ones([64, 64])
@@ -49,7 +57,8 @@ class DropoutTest(TestCase):
         for jit_compile in (False, True):
             layer = layers.Dropout(0.25, seed=11)
             call = tf.function(
-                lambda x, layer=layer: layer(x, training=True), jit_compile=jit_compile
+                lambda x, layer=layer: layer(x, training=True),
+                jit_compile=jit_compile,
             )
             masks.append(call(x).numpy() == 0)
         self.assertAllEqual(masks[0], masks[1])
@@ -57,7 +66,9 @@ class DropoutTest(TestCase):
     def test_noise_shape_shares_the_mask(self):
         layer = layers.Dropout(0.5, noise_shape=(None, 1, 6), seed=2)
         outputs = layer(tf.ones([4, 5, 6]), training=True).numpy()
-        self.assertAllEqual(outputs, np.broadcast_to(outputs[:, :1], outputs.shape))
+        self.assertAllEqual(
+            outputs, np.broadcast_to(outputs[:, :1], outputs.shape)
+        )
         self.assertTrue((outputs == 0).any() and (outputs != 0).any())
 
     def test_gradient_is_the_mask_times_the_scale(self):
@@ -82,7 +93,9 @@ class DropoutTest(TestCase):
         self.assertIsInstance(revived, layers.Dropout)
 
     def test_model_uses_it(self):
-        model = kt.build_transformer(kt.TransformerConfig.preset("tiny", vocab_size=32))
+        model = kt.build_transformer(
+            kt.TransformerConfig.preset("tiny", vocab_size=32)
+        )
         dropouts = [
             layer
             for layer in model._flatten_layers()

@@ -44,7 +44,9 @@ class FeedForwardTest(TestCase):
         self.assertEqual(outer_kernel.shape, (padded_width, 16))
         self.assertEqual(inner_kernel.dtype, layer.compute_dtype)
         self.assertAllEqual(inner_bias[d_ff:], np.zeros(padded_width - d_ff))
-        self.assertAllEqual(outer_kernel[d_ff:], np.zeros((padded_width - d_ff, 16)))
+        self.assertAllEqual(
+            outer_kernel[d_ff:], np.zeros((padded_width - d_ff, 16))
+        )
         outputs = layer(x, decoding_weights=weights)
         self.assertEqual(outputs.dtype, expected.dtype)
         atol = 1e-5 if policy == "float32" else 2e-2
@@ -56,7 +58,9 @@ class FeedForwardTest(TestCase):
 
     def test_bad_dropout_names_its_argument(self):
         # Not Keras's message, which names the inner Dropout's `rate`.
-        with self.assertRaisesRegex(ValueError, "Received: activation_dropout=-0.1"):
+        with self.assertRaisesRegex(
+            ValueError, "Received: activation_dropout=-0.1"
+        ):
             layers.PositionwiseFeedForward(8, activation_dropout=-0.1)
 
     def test_config_round_trip(self):
@@ -84,13 +88,19 @@ class ResidualConnectionTest(TestCase):
         self.assertAllClose(layer(x, x).numpy(), 2 * x)
 
     @parameterized.parameters("post", "pre")
-    def test_dropout_drops_the_sublayer_output_in_training_only(self, norm_position):
+    def test_dropout_drops_the_sublayer_output_in_training_only(
+        self, norm_position
+    ):
         # Residual dropout (section 5.4): on the sublayer's output, before
         # the sum; the residual itself is never dropped.
-        layer = layers.ResidualConnection(dropout=0.5, norm_position=norm_position)
+        layer = layers.ResidualConnection(
+            dropout=0.5, norm_position=norm_position
+        )
         x = np.random.default_rng(1).normal(size=(2, 3, 8)).astype("float32")
         y = np.random.default_rng(2).normal(size=(2, 3, 8)).astype("float32")
-        plain = layers.ResidualConnection(dropout=0.0, norm_position=norm_position)
+        plain = layers.ResidualConnection(
+            dropout=0.0, norm_position=norm_position
+        )
         self.assertAllClose(layer(x, y, training=False), plain(x, y))
         outputs = layer(x, y, training=True)
         self.assertNotAllClose(outputs, plain(x, y))
@@ -109,7 +119,9 @@ class ResidualConnectionTest(TestCase):
 
     def test_bad_dropout_names_its_argument(self):
         for value in (-0.1, 1.0, "0.1"):
-            with self.assertRaisesRegex(ValueError, f"Received: dropout={value!r}"):
+            with self.assertRaisesRegex(
+                ValueError, f"Received: dropout={value!r}"
+            ):
                 layers.ResidualConnection(value)
 
 
@@ -121,7 +133,9 @@ class LayerNormalizationTest(TestCase):
         twin.set_weights(layer.get_weights())
         return twin
 
-    @parameterized.product(policy=("float32", "mixed_bfloat16"), training=(True, False))
+    @parameterized.product(
+        policy=("float32", "mixed_bfloat16"), training=(True, False)
+    )
     def test_matches_keras_values_and_gradients(self, policy, training):
         keras.config.set_dtype_policy(policy)
         layer = layers.LayerNormalization(epsilon=1e-6)
@@ -151,14 +165,26 @@ class LayerNormalizationTest(TestCase):
 
         def compute_ops(norm):
             graph = tf.function(norm).get_concrete_function(inputs).graph
-            skipped = {"Placeholder", "Const", "Identity", "NoOp", "ReadVariableOp"}
-            return [op.type for op in graph.get_operations() if op.type not in skipped]
+            skipped = {
+                "Placeholder",
+                "Const",
+                "Identity",
+                "NoOp",
+                "ReadVariableOp",
+            }
+            return [
+                op.type
+                for op in graph.get_operations()
+                if op.type not in skipped
+            ]
 
         self.assertLen(compute_ops(layer), 9)
         self.assertGreater(len(compute_ops(self.keras_twin(layer, inputs))), 9)
 
     def test_other_settings_run_keras_code(self):
-        inputs = np.random.default_rng(5).normal(size=(2, 3, 8)).astype("float32")
+        inputs = (
+            np.random.default_rng(5).normal(size=(2, 3, 8)).astype("float32")
+        )
         for kwargs in (dict(axis=1), dict(axis=[1, 2]), dict(center=False)):
             layer = layers.LayerNormalization(**kwargs)
             outputs = layer(inputs)
@@ -167,7 +193,9 @@ class LayerNormalizationTest(TestCase):
             )
 
     def test_serialization_round_trip(self):
-        self.assert_serialization_round_trip(layers.LayerNormalization(epsilon=1e-6))
+        self.assert_serialization_round_trip(
+            layers.LayerNormalization(epsilon=1e-6)
+        )
 
 
 class ScaledEmbeddingTest(TestCase):
@@ -185,12 +213,16 @@ class ScaledEmbeddingTest(TestCase):
         # Decoding passes E^T, laid out once before its loop; the logits must
         # not change by a single bit.
         layer = layers.ScaledEmbedding(vocab_size=50, d_model=16)
-        hidden = np.random.default_rng(3).normal(size=(6, 1, 16)).astype("float32")
+        hidden = (
+            np.random.default_rng(3).normal(size=(6, 1, 16)).astype("float32")
+        )
         logits = layer(hidden, reverse=True).numpy()
         transposed = layer.transposed_embeddings()
         self.assertAllEqual(transposed.numpy(), layer.embeddings.numpy().T)
         self.assertAllEqual(
-            layer(hidden, reverse=True, transposed_embeddings=transposed).numpy(),
+            layer(
+                hidden, reverse=True, transposed_embeddings=transposed
+            ).numpy(),
             logits,
         )
 
@@ -199,7 +231,9 @@ class ScaledEmbeddingTest(TestCase):
         # are of the positional encodings' scale (section 3.4).
         layer = layers.ScaledEmbedding(1000, 256)
         layer.build()
-        self.assertAllClose(np.std(layer.embeddings.numpy()), 256**-0.5, rtol=0.02)
+        self.assertAllClose(
+            np.std(layer.embeddings.numpy()), 256**-0.5, rtol=0.02
+        )
 
     def test_bad_sizes(self):
         with self.assertRaisesRegex(ValueError, "vocab_size=0"):
@@ -257,7 +291,9 @@ class ScaledEmbeddingTest(TestCase):
         with self.assertRaisesRegex(ValueError, r"shape \(2, 8\)"):
             embedding(np.ones((2, 8), "float32"), reverse=True)
         with self.assertRaisesRegex(ValueError, "last axis is d_model=8"):
-            layers.ScaledEmbedding(10, 8)(np.ones((2, 3, 6), "float32"), reverse=True)
+            layers.ScaledEmbedding(10, 8)(
+                np.ones((2, 3, 6), "float32"), reverse=True
+            )
         with self.assertRaisesRegex(TypeError, "mask_zero=1"):
             layers.ScaledEmbedding(10, 8, mask_zero=1)
 
@@ -324,7 +360,9 @@ class StackTest(TestCase):
             self.assertAllClose(outputs.std(-1), np.ones((2, 5)), atol=1e-3)
 
     @parameterized.product(decoder=(False, True), norm_position=("post", "pre"))
-    def test_layers_compose_their_sublayers_as_the_paper(self, decoder, norm_position):
+    def test_layers_compose_their_sublayers_as_the_paper(
+        self, decoder, norm_position
+    ):
         # Section 3.1: LayerNorm(x + Sublayer(x)) after each sublayer
         # (post), or x + Sublayer(LayerNorm(x)) (pre); the decoder's
         # sublayers are causal self-attention, cross-attention over the
@@ -332,7 +370,9 @@ class StackTest(TestCase):
         rng = np.random.default_rng(6)
         x = rng.normal(size=(2, 5, 8)).astype("float32")
         memory = rng.normal(size=(2, 4, 8)).astype("float32")
-        kwargs = dict(num_heads=2, d_ff=16, dropout=0.0, norm_position=norm_position)
+        kwargs = dict(
+            num_heads=2, d_ff=16, dropout=0.0, norm_position=norm_position
+        )
         if decoder:
             layer = layers.TransformerDecoderLayer(**kwargs)
             outputs = layer(x, memory=memory)
@@ -401,7 +441,9 @@ class StackTest(TestCase):
             self.assertEqual(self.attention_biases(layer), [])
             layer = cls(num_heads=2, d_ff=8, attention_bias=True, **stack)
             layer(x, **memory)
-            self.assertEqual(self.attention_biases(layer), sorted(biases * attentions))
+            self.assertEqual(
+                self.attention_biases(layer), sorted(biases * attentions)
+            )
 
     def test_configs_saved_without_attention_bias_had_the_biases(self):
         for layer in (
@@ -450,7 +492,10 @@ class StackTest(TestCase):
             (dict(dropout=-0.1), "Received: dropout=-0.1"),
             (dict(attention_dropout=1.5), "Received: attention_dropout=1.5"),
             (dict(layer_norm_epsilon=0.0), "Received: layer_norm_epsilon=0.0"),
-            (dict(attention_bias=1), "True or False. Received: attention_bias=1"),
+            (
+                dict(attention_bias=1),
+                "True or False. Received: attention_bias=1",
+            ),
             (dict(attention_bias="no"), "Received: attention_bias='no'"),
         ):
             arguments = {"num_heads": 2, "d_ff": 8, **kwargs}
@@ -479,13 +524,21 @@ class NumpyArgumentsTest(TestCase):
             layers.TransformerEncoderLayer,
             dict(num_heads=2, d_ff=8, key_dim=3, value_dim=5),
         ),
-        ("decoder_layer", layers.TransformerDecoderLayer, dict(num_heads=2, d_ff=8)),
+        (
+            "decoder_layer",
+            layers.TransformerDecoderLayer,
+            dict(num_heads=2, d_ff=8),
+        ),
         (
             "encoder",
             layers.TransformerEncoder,
             dict(num_layers=2, num_heads=2, d_ff=8, key_dim=3),
         ),
-        ("decoder", layers.TransformerDecoder, dict(num_layers=1, num_heads=2, d_ff=8)),
+        (
+            "decoder",
+            layers.TransformerDecoder,
+            dict(num_layers=1, num_heads=2, d_ff=8),
+        ),
     )
     def test_numpy_integers_are_stored_as_ints_and_serialize(self, cls, sizes):
         layer = cls(**{name: np.int64(size) for name, size in sizes.items()})
@@ -523,8 +576,12 @@ class NumpyArgumentsTest(TestCase):
             dict(dropout=0.1, attention_dropout=0.2, layer_norm_epsilon=1e-5),
         ),
     )
-    def test_numpy_floats_are_stored_as_floats_and_serialize(self, cls, sizes, rates):
-        layer = cls(**sizes, **{name: np.float32(rate) for name, rate in rates.items()})
+    def test_numpy_floats_are_stored_as_floats_and_serialize(
+        self, cls, sizes, rates
+    ):
+        layer = cls(
+            **sizes, **{name: np.float32(rate) for name, rate in rates.items()}
+        )
         config = layer.get_config()
         for name, rate in rates.items():
             self.assertIs(type(config[name]), float, name)
@@ -540,7 +597,9 @@ class NumpyArgumentsTest(TestCase):
         with self.assertRaisesRegex(
             ValueError, re.escape("Received: d_ff=np.int32(0)")
         ):
-            layers.TransformerEncoder(num_layers=1, num_heads=2, d_ff=np.int32(0))
+            layers.TransformerEncoder(
+                num_layers=1, num_heads=2, d_ff=np.int32(0)
+            )
 
 
 class KerasMaskTest(TestCase):
@@ -563,7 +622,9 @@ class KerasMaskTest(TestCase):
             outputs = encoder(masked)
             # It used to be ignored: the padding was attended.
             unmasked = tf.identity(masked)  # the same values, no Keras mask
-            self.assertAllClose(outputs, encoder(unmasked, padding_mask=padding))
+            self.assertAllClose(
+                outputs, encoder(unmasked, padding_mask=padding)
+            )
             self.assertAllEqual(outputs._keras_mask, self.source != 0)
 
     def test_decoders_take_it_as_the_memory_mask(self):
@@ -584,7 +645,9 @@ class KerasMaskTest(TestCase):
         # The stack used to warn that it destroys the mask (while its last
         # layer's output kept it).
         target = tf.constant(self.target)
-        target._keras_mask = tf.constant([[True, True, False], [True, False, False]])
+        target._keras_mask = tf.constant(
+            [[True, True, False], [True, False, False]]
+        )
         memory = self.embedding(self.source)
         decoder = layers.TransformerDecoder(num_layers=1, num_heads=2, d_ff=16)
         with warnings.catch_warnings():
@@ -599,9 +662,15 @@ class KerasMaskTest(TestCase):
         target._keras_mask = tf.ones((2, 3), tf.bool)
         memory = self.embedding(self.source)
         decoder = layers.TransformerDecoderLayer(num_heads=2, d_ff=16)
-        outputs, weights = decoder(target, memory=memory, return_attention_weights=True)
-        self.assertAllClose(outputs, decoder(tf.identity(target), memory=memory))
-        self.assertAllEqual(np.triu(weights["self"], k=1), np.zeros((2, 2, 3, 3)))
+        outputs, weights = decoder(
+            target, memory=memory, return_attention_weights=True
+        )
+        self.assertAllClose(
+            outputs, decoder(tf.identity(target), memory=memory)
+        )
+        self.assertAllEqual(
+            np.triu(weights["self"], k=1), np.zeros((2, 2, 3, 3))
+        )
 
     def test_functional_model_with_a_masking_embedding(self):
         source = keras.Input((None,), dtype="int32")
@@ -634,7 +703,9 @@ class KerasMaskTest(TestCase):
                 warnings.simplefilter("error")  # No sublayer drops the mask.
                 outputs = encoder(positional(self.embedding(self.source)))
             unmasked = positional(tf.identity(self.embedding(self.source)))
-            self.assertAllClose(outputs, encoder(unmasked, padding_mask=padding))
+            self.assertAllClose(
+                outputs, encoder(unmasked, padding_mask=padding)
+            )
             self.assertAllEqual(outputs._keras_mask, self.source != 0)
 
     def test_attention_masks_the_keys_as_keras_does(self):
@@ -643,7 +714,9 @@ class KerasMaskTest(TestCase):
         padding = layers.padding_mask(self.source)
         attention = layers.MultiHeadAttention(num_heads=2, key_dim=4)
         outputs = attention(masked)
-        self.assertAllClose(outputs, attention(unmasked, attention_mask=padding))
+        self.assertAllClose(
+            outputs, attention(unmasked, attention_mask=padding)
+        )
         self.assertAllEqual(outputs._keras_mask, self.source != 0)
         # Cross-attention: the memory's mask.
         self.assertAllClose(
@@ -700,7 +773,9 @@ class InitializationTest(TestCase):
             self.assert_distinct(self.kernels(layer))
             # A seed makes them reproducible, still distinct.
             seeded = [
-                make(kernel_initializer=keras.initializers.GlorotUniform(seed=7))
+                make(
+                    kernel_initializer=keras.initializers.GlorotUniform(seed=7)
+                )
                 for _ in range(2)
             ]
             for layer in seeded:
@@ -719,7 +794,8 @@ class InputShapeTest(TestCase):
         ):
             for shape in ((16,), (None, None)):
                 with self.assertRaisesRegex(
-                    ValueError, r"of shape \[batch, length, width\] with a known width"
+                    ValueError,
+                    r"of shape \[batch, length, width\] with a known width",
                 ):
                     if isinstance(layer, layers.TransformerDecoderLayer):
                         layer(keras.Input(shape), memory=keras.Input((None, 8)))
@@ -734,7 +810,9 @@ class CallShapeTest(TestCase):
         with self.assertRaisesRegex(
             ValueError, r"Axis 0 of `memory` must match axis 0 of `query` \(2\)"
         ):
-            layers.TransformerDecoderLayer(num_heads=4, d_ff=32)(query, memory=memory)
+            layers.TransformerDecoderLayer(num_heads=4, d_ff=32)(
+                query, memory=memory
+            )
         # The layers' own mask arguments are named, not the attention's
         # `attention_mask` they become.
         for layer, padding_mask, message in (
@@ -760,7 +838,9 @@ class CallShapeTest(TestCase):
                 ValueError,
                 r"Axis -1 of `memory_mask` must match axis 1 of `memory` \(5\)",
             ):
-                decoder(query, memory=memory[:2], memory_mask=np.ones((2, 7), bool))
+                decoder(
+                    query, memory=memory[:2], memory_mask=np.ones((2, 7), bool)
+                )
 
     def test_use_bias_must_be_a_bool(self):
         with self.assertRaisesRegex(ValueError, "Received: use_bias='no'"):
@@ -776,7 +856,9 @@ class DecoderMemoryTest(TestCase):
             layers.TransformerDecoder(num_layers=1, num_heads=2, d_ff=16),
         ):
             for inputs in (x, keras.Input((None, 8))):
-                with self.assertRaisesRegex(ValueError, "Received: memory=None"):
+                with self.assertRaisesRegex(
+                    ValueError, "Received: memory=None"
+                ):
                     decoder(inputs)
 
 
@@ -792,7 +874,11 @@ class DecodingHelpersTest(TestCase):
             (decoder, "project_memory", lambda: decoder.project_memory(memory)),
             (decoder, "decoding_weights", decoder.decoding_weights),
             (decoder_layer, "decoding_weights", decoder_layer.decoding_weights),
-            (attention, "project_memory", lambda: attention.project_memory(memory)),
+            (
+                attention,
+                "project_memory",
+                lambda: attention.project_memory(memory),
+            ),
             (attention, "decoding_weights", attention.decoding_weights),
             (feed_forward, "decoding_weights", feed_forward.decoding_weights),
         ):
@@ -827,12 +913,18 @@ class PaddingMaskTest(TestCase):
         layer = layers.PaddingMask()
         ids = np.array([[4, 0, 0]], "int32")
         self.assertEqual(layer.compute_output_shape((None, 3)), (None, 1, 3))
-        self.assertEqual(tuple(layer(ids).shape), layer.compute_output_shape((1, 3)))
+        self.assertEqual(
+            tuple(layer(ids).shape), layer.compute_output_shape((1, 3))
+        )
 
     def test_pad_id_and_config(self):
         layer = layers.PaddingMask(pad_id=np.int64(7))
-        self.assertAllEqual(layer(np.array([[4, 7, 0]])), [[[True, False, True]]])
-        self.assertEqual(layers.PaddingMask.from_config(layer.get_config()).pad_id, 7)
+        self.assertAllEqual(
+            layer(np.array([[4, 7, 0]])), [[[True, False, True]]]
+        )
+        self.assertEqual(
+            layers.PaddingMask.from_config(layer.get_config()).pad_id, 7
+        )
         with self.assertRaisesRegex(ValueError, "Received: pad_id='0'"):
             layers.PaddingMask(pad_id="0")
 
@@ -851,12 +943,16 @@ class OutputsTest(TestCase):
                     if weights is None and cache is None:
                         self.assertEqual(packed, "outputs")
                     self.assertEqual(
-                        unpack_outputs(packed, weights is not None, cache is not None),
+                        unpack_outputs(
+                            packed, weights is not None, cache is not None
+                        ),
                         ("outputs", weights, cache),
                     )
 
     def test_a_missing_part_is_named(self):
-        with self.assertRaisesRegex(ValueError, r"Expected 2 outputs.*Received: 1"):
+        with self.assertRaisesRegex(
+            ValueError, r"Expected 2 outputs.*Received: 1"
+        ):
             unpack_outputs("outputs", with_weights=True, with_cache=False)
 
     def test_a_decoder_layer_is_not_an_encoder_layer(self):
@@ -871,13 +967,21 @@ class WeightPathsTest(TestCase):
         # A `.keras` file stores each layer's weights by these paths, in
         # this order: a refactor that renames a sublayer or builds them in
         # another order would no longer load the models already trained.
-        encoder_layer = layers.TransformerEncoderLayer(num_heads=2, d_ff=16, name="e")
+        encoder_layer = layers.TransformerEncoderLayer(
+            num_heads=2, d_ff=16, name="e"
+        )
         encoder_layer(np.zeros((1, 3, 8), "float32"))
-        decoder_layer = layers.TransformerDecoderLayer(num_heads=2, d_ff=16, name="d")
-        decoder_layer(np.zeros((1, 3, 8), "float32"), memory=np.zeros((1, 4, 8)))
+        decoder_layer = layers.TransformerDecoderLayer(
+            num_heads=2, d_ff=16, name="d"
+        )
+        decoder_layer(
+            np.zeros((1, 3, 8), "float32"), memory=np.zeros((1, 4, 8))
+        )
 
         def paths(prefix, cross):
-            residuals = ["self_attention", "feed_forward"] + ["cross_attention"] * cross
+            residuals = ["self_attention", "feed_forward"] + [
+                "cross_attention"
+            ] * cross
             attentions = ["self_attention"] + ["cross_attention"] * cross
             return (
                 [
@@ -901,8 +1005,12 @@ class WeightPathsTest(TestCase):
                 ]
             )
 
-        self.assertEqual([w.path for w in encoder_layer.weights], paths("e", False))
-        self.assertEqual([w.path for w in decoder_layer.weights], paths("d", True))
+        self.assertEqual(
+            [w.path for w in encoder_layer.weights], paths("e", False)
+        )
+        self.assertEqual(
+            [w.path for w in decoder_layer.weights], paths("d", True)
+        )
 
 
 class SymbolicCallTest(TestCase):
@@ -915,7 +1023,9 @@ class SymbolicCallTest(TestCase):
             **tf.nest.map_structure(_spec, kwargs),
         )
         tf.nest.assert_same_structure(symbolic, eager)
-        for spec, tensor in zip(tf.nest.flatten(symbolic), tf.nest.flatten(eager)):
+        for spec, tensor in zip(
+            tf.nest.flatten(symbolic), tf.nest.flatten(eager)
+        ):
             self.assertIsInstance(spec, keras.KerasTensor)
             self.assertEqual(spec.shape, tuple(tensor.shape))
             self.assertEqual(spec.dtype, tensor.dtype.name)
@@ -934,7 +1044,10 @@ class SymbolicCallTest(TestCase):
             ("projected", lambda: (step, layer.project_memory(memory), mask)),
             (
                 "grouped",
-                lambda: (tf.tile(step, [2, 1, 1]), layer.project_memory(memory)),
+                lambda: (
+                    tf.tile(step, [2, 1, 1]),
+                    layer.project_memory(memory),
+                ),
             ),
         ):
             for weights in (False, True):
@@ -989,7 +1102,13 @@ class SymbolicCallTest(TestCase):
                     layer.cross_attention.project_memory(memory),
                 ),
             ),
-            (stack, lambda: (stack.initial_cache(2, 4), stack.project_memory(memory))),
+            (
+                stack,
+                lambda: (
+                    stack.initial_cache(2, 4),
+                    stack.project_memory(memory),
+                ),
+            ),
         ):
             decoder(x, memory=memory)  # builds it
             self_cache, cross_cache = caches()
@@ -1015,7 +1134,9 @@ class SymbolicCallTest(TestCase):
     def test_functional_model_exposes_attention_weights(self):
         encoder = layers.TransformerEncoder(num_layers=2, num_heads=2, d_ff=8)
         inputs = keras.Input((None, 16))
-        model = keras.Model(inputs, encoder(inputs, return_attention_weights=True))
+        model = keras.Model(
+            inputs, encoder(inputs, return_attention_weights=True)
+        )
         x = np.random.default_rng(2).normal(size=(2, 3, 16)).astype("float32")
         self.assertAllClose(model(x), encoder(x, return_attention_weights=True))
 
@@ -1066,7 +1187,9 @@ class ConfigTest(TestCase):
     )  # fmt: skip
     def test_every_argument_is_kept(self, cls, required, optional):
         default = cls(**required).get_config()
-        revived = self.assert_serialization_round_trip(cls(**required, **optional))
+        revived = self.assert_serialization_round_trip(
+            cls(**required, **optional)
+        )
         config = revived.get_config()
         for name in {**required, **optional}:
             self.assertIn(name, config)

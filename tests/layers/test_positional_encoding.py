@@ -16,8 +16,12 @@ class SinusoidalPositionalEncodingTest(TestCase):
         for pos in (0, 1, 7, 49):
             for i in range(d_model // 2):
                 angle = pos / 10000 ** (2 * i / d_model)
-                self.assertAllClose(table[pos, 2 * i], math.sin(angle), atol=1e-5)
-                self.assertAllClose(table[pos, 2 * i + 1], math.cos(angle), atol=1e-5)
+                self.assertAllClose(
+                    table[pos, 2 * i], math.sin(angle), atol=1e-5
+                )
+                self.assertAllClose(
+                    table[pos, 2 * i + 1], math.cos(angle), atol=1e-5
+                )
 
     def test_adds_encoding_and_extrapolates_past_training_lengths(self):
         layer = layers.SinusoidalPositionalEncoding()
@@ -74,7 +78,9 @@ class SinusoidalPositionalEncodingTest(TestCase):
             layers.SinusoidalPositionalEncoding(max_wavelength=500.0)
         )
         # A numpy float is stored as a float, so the config is JSON.
-        layer = layers.SinusoidalPositionalEncoding(max_wavelength=np.float32(500))
+        layer = layers.SinusoidalPositionalEncoding(
+            max_wavelength=np.float32(500)
+        )
         self.assertIs(type(layer.get_config()["max_wavelength"]), float)
         self.assert_serialization_round_trip(layer)
 
@@ -94,7 +100,9 @@ class LearnedPositionalEmbeddingTest(TestCase):
 
     def test_too_long_input_fails_in_a_symbolic_model_and_under_xla(self):
         layer = layers.LearnedPositionalEmbedding(max_length=4)
-        with self.assertRaisesRegex(ValueError, "positions 0 to 5, max_length=4"):
+        with self.assertRaisesRegex(
+            ValueError, "positions 0 to 5, max_length=4"
+        ):
             layer(keras.Input((6, 3)))
         # A symbolic start (a decoding step's model) has no value to check.
         step = keras.Input((), batch_size=1, dtype="int32")
@@ -107,7 +115,9 @@ class LearnedPositionalEmbeddingTest(TestCase):
             jit_compile=True,
             input_signature=[tf.TensorSpec([None, None, 3], tf.float32)],
         )
-        self.assertAllClose(call(np.zeros((1, 4, 3), "float32"))[0], layer.table)
+        self.assertAllClose(
+            call(np.zeros((1, 4, 3), "float32"))[0], layer.table
+        )
         with self.assertRaisesRegex(
             tf.errors.InvalidArgumentError, "positions_within_max_length"
         ):

@@ -39,7 +39,9 @@ class ProjectTest(TestCase):
         # takes another op for each.
         widths=((5, 3), (3, 5)),
     )
-    def test_values_and_gradients_are_the_matmuls(self, with_bias, mode, widths):
+    def test_values_and_gradients_are_the_matmuls(
+        self, with_bias, mode, widths
+    ):
         rng = np.random.default_rng(1)
         inputs = tf.constant(rng.normal(size=(6, widths[0])), tf.float32)
         kernel = tf.constant(rng.normal(size=widths), tf.float32)
@@ -77,13 +79,20 @@ class ProjectTest(TestCase):
         ).graph
         ops = graph.get_operations()
         self.assertTrue(
-            any(op.type == "BatchMatMulV2" and op.get_attr("adj_y") for op in ops)
+            any(
+                op.type == "BatchMatMulV2" and op.get_attr("adj_y")
+                for op in ops
+            )
         )
         self.assertFalse(
-            any(op.type == "MatMul" and op.get_attr("transpose_b") for op in ops)
+            any(
+                op.type == "MatMul" and op.get_attr("transpose_b") for op in ops
+            )
         )
 
-    def test_kernel_gradient_of_wider_inputs_avoids_the_transposed_2d_matmul(self):
+    def test_kernel_gradient_of_wider_inputs_avoids_the_transposed_2d_matmul(
+        self,
+    ):
         # `inputs^T upstream` as `BatchMatMulV2(adj_x)` when `inputs` is the
         # wider operand, else as a 2-D `MatMul(transpose_a)`.
         def kernel_gradient_ops(width, units):
@@ -100,10 +109,12 @@ class ProjectTest(TestCase):
             ops = gradient.get_concrete_function().graph.get_operations()
             return {
                 "adj_x": any(
-                    op.type == "BatchMatMulV2" and op.get_attr("adj_x") for op in ops
+                    op.type == "BatchMatMulV2" and op.get_attr("adj_x")
+                    for op in ops
                 ),
                 "transpose_a": any(
-                    op.type == "MatMul" and op.get_attr("transpose_a") for op in ops
+                    op.type == "MatMul" and op.get_attr("transpose_a")
+                    for op in ops
                 ),
             }
 
@@ -112,7 +123,8 @@ class ProjectTest(TestCase):
         )
         for width in (2, 8):
             self.assertEqual(
-                kernel_gradient_ops(width, 8), {"adj_x": False, "transpose_a": True}
+                kernel_gradient_ops(width, 8),
+                {"adj_x": False, "transpose_a": True},
             )
 
     def test_outside_training_the_plain_ops_run(self):
@@ -145,12 +157,18 @@ class DecodingProjectionTest(TestCase):
         # Widths 200 + 312 = 512 floats per row: padded to 528.
         rng = np.random.default_rng(1)
         inputs = tf.constant(rng.normal(size=(6, 8)), tf.float32)
-        kernels = [tf.constant(rng.normal(size=(8, w)), tf.float32) for w in (200, 312)]
+        kernels = [
+            tf.constant(rng.normal(size=(8, w)), tf.float32) for w in (200, 312)
+        ]
         biases = [
-            tf.constant(rng.normal(size=(w,)), tf.float32) if with_bias else None
+            tf.constant(rng.normal(size=(w,)), tf.float32)
+            if with_bias
+            else None
             for w in (200, 312)
         ]
-        kernel, bias = projection.decoding_projection(kernels, biases, "float32")
+        kernel, bias = projection.decoding_projection(
+            kernels, biases, "float32"
+        )
         self.assertEqual(kernel.shape, (8, 528))
         self.assertAllEqual(kernel[:, 512:], np.zeros((8, 16)))
         self.assertEqual(bias is None, not with_bias)
@@ -163,7 +181,9 @@ class DenseTest(TestCase):
     def _twins(self, **kwargs):
         ours = layers.Dense(4, name="dense", **kwargs)
         theirs = keras.layers.Dense(4, name="dense", **kwargs)
-        inputs = np.random.default_rng(1).normal(size=(2, 3, 5)).astype("float32")
+        inputs = (
+            np.random.default_rng(1).normal(size=(2, 3, 5)).astype("float32")
+        )
         ours.build(inputs.shape)
         theirs.build(inputs.shape)
         theirs.set_weights(ours.get_weights())
@@ -180,7 +200,9 @@ class DenseTest(TestCase):
                         outputs = layer(inputs, training=training)
                         loss = tf.reduce_sum(tf.sin(outputs) * outputs)
                     weights = [w.value for w in layer.trainable_weights]
-                    results.append([outputs] + tape.gradient(loss, [inputs, *weights]))
+                    results.append(
+                        [outputs] + tape.gradient(loss, [inputs, *weights])
+                    )
                 for a, b in zip(*results):
                     self.assertAllClose(a, b, atol=1e-5, rtol=1e-5)
 
@@ -199,7 +221,9 @@ class DenseTest(TestCase):
         with tf.GradientTape() as tape:
             outputs = layer(inputs, training=True)
             loss = tf.reduce_sum(tf.cast(outputs, "float32"))
-        gradients = tape.gradient(loss, [w.value for w in layer.trainable_weights])
+        gradients = tape.gradient(
+            loss, [w.value for w in layer.trainable_weights]
+        )
         self.assertEqual(outputs.dtype, tf.bfloat16)
         # d loss / d bias = the number of rows; d / d kernel = sum of inputs.
         self.assertAllClose(gradients[1], np.full(4, 6.0))

@@ -13,7 +13,11 @@ from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training import metrics, trainer
 from keras_transformer.training.optimizer import StepCountingLossScaleOptimizer
 from tests.test_case import TestCase, eight_replica_strategy
-from tests.training.test_trainer import assert_same_update, global_batch, tiny_config
+from tests.training.test_trainer import (
+    assert_same_update,
+    global_batch,
+    tiny_config,
+)
 
 
 def split_batch(features, labels, sizes):
@@ -30,7 +34,10 @@ def split_batch(features, labels, sizes):
         source = source[:, : int(np.max(np.sum(source != 0, axis=1)))]
         length = int(np.max(np.sum(y != 0, axis=1)))
         batches.append(
-            ({"source_ids": source, "target_ids": target[:, :length]}, y[:, :length])
+            (
+                {"source_ids": source, "target_ids": target[:, :length]},
+                y[:, :length],
+            )
         )
         start += size
     return batches
@@ -39,7 +46,8 @@ def split_batch(features, labels, sizes):
 def group(batches):
     """The batches as one grouped element, as `batching.group_batches`."""
     return tf.nest.map_structure(
-        lambda *parts: tf.ragged.stack([tf.constant(p) for p in parts]), *batches
+        lambda *parts: tf.ragged.stack([tf.constant(p) for p in parts]),
+        *batches,
     )
 
 
@@ -65,13 +73,17 @@ def whole_batch_step(batch_size):
     keras.utils.set_random_seed(1)
     initial = build_transformer(config).get_weights()
     whole = compiled(config, initial)
-    logs = whole.fit(tf.data.Dataset.from_tensors((features, labels)), verbose=0)
+    logs = whole.fit(
+        tf.data.Dataset.from_tensors((features, labels)), verbose=0
+    )
     return config, (features, labels), initial, whole, logs.history
 
 
 class AccumulationTest(TestCase):
     def test_accumulated_step_is_the_step_over_all_batches(self):
-        config, (features, labels), initial, whole, whole_logs = whole_batch_step(7)
+        config, (features, labels), initial, whole, whole_logs = (
+            whole_batch_step(7)
+        )
 
         # 1 and 6 sentences, with different token counts: a mean of the
         # two batches' mean losses would weight their tokens unevenly.
@@ -92,7 +104,9 @@ class AccumulationTest(TestCase):
             logs["token_accuracy"], whole_logs["token_accuracy"], atol=1e-6
         )
         self.assertEqual(logs["target_tokens"], whole_logs["target_tokens"])
-        assert_same_update(self, accumulated, whole, initial, atol=2e-6, rtol=1e-5)
+        assert_same_update(
+            self, accumulated, whole, initial, atol=2e-6, rtol=1e-5
+        )
 
     def test_sample_weights_weight_the_loss_and_metrics_as_in_one_batch(self):
         config = tiny_config(dropout=0.0, attention_dropout=0.0)
@@ -108,7 +122,9 @@ class AccumulationTest(TestCase):
                 optimizer=model.optimizer,
                 loss=model.loss,
                 metrics=[metrics.Perplexity(), metrics.TargetTokenCount()],
-                weighted_metrics=[metrics.Perplexity(name="weighted_perplexity")],
+                weighted_metrics=[
+                    metrics.Perplexity(name="weighted_perplexity")
+                ],
                 jit_compile=False,
             )
             logs = model.fit(tf.data.Dataset.from_tensors(data), verbose=0)
@@ -124,11 +140,22 @@ class AccumulationTest(TestCase):
         accumulated, logs = step(2, group(batches))
         # The weights matter to the metric.
         self.assertNotAllClose(
-            whole_logs["weighted_perplexity"], whole_logs["perplexity"], rtol=1e-3
+            whole_logs["weighted_perplexity"],
+            whole_logs["perplexity"],
+            rtol=1e-3,
         )
-        for name in ("loss", "perplexity", "weighted_perplexity", "target_tokens"):
-            self.assertAllClose(logs[name], whole_logs[name], atol=1e-5, msg=name)
-        assert_same_update(self, accumulated, whole, initial, atol=2e-6, rtol=1e-5)
+        for name in (
+            "loss",
+            "perplexity",
+            "weighted_perplexity",
+            "target_tokens",
+        ):
+            self.assertAllClose(
+                logs[name], whole_logs[name], atol=1e-5, msg=name
+            )
+        assert_same_update(
+            self, accumulated, whole, initial, atol=2e-6, rtol=1e-5
+        )
 
     def test_a_group_of_more_batches_than_a_step_is_refused(self):
         config = tiny_config()
@@ -151,7 +178,10 @@ class AccumulationTest(TestCase):
         model = build_transformer(config, dtype="mixed_float16")
         initial = model.get_weights()
         trainer.compile_for_training(
-            model, warmup_steps=10, jit_compile=False, gradient_accumulation_steps=2
+            model,
+            warmup_steps=10,
+            jit_compile=False,
+            gradient_accumulation_steps=2,
         )
         self.assertIsInstance(model.optimizer, StepCountingLossScaleOptimizer)
         batches = split_batch(*global_batch(batch_size=7), (1, 6))
@@ -188,7 +218,9 @@ class AccumulationTest(TestCase):
         # last one's backward pass: a step held two to three batches'
         # activations (87-102 MiB here, not 35). The logits (32 x 32 x 4000 floats, 16 MB a batch) are
         # most of a pass's memory here; the weights are 0.5 MB.
-        config = tiny_config(vocab_size=4000, dropout=0.0, attention_dropout=0.0)
+        config = tiny_config(
+            vocab_size=4000, dropout=0.0, attention_dropout=0.0
+        )
         initial = build_transformer(config).get_weights()
         features, labels = global_batch(batch_size=32, length=32)
 
@@ -212,7 +244,9 @@ class AccumulationTest(TestCase):
     def test_ungrouped_batches_are_refused(self):
         config = tiny_config()
         model = compiled(config, build_transformer(config).get_weights(), 2)
-        with self.assertRaisesRegex(ValueError, "batches of a step.*group_batches"):
+        with self.assertRaisesRegex(
+            ValueError, "batches of a step.*group_batches"
+        ):
             model.fit(tf.data.Dataset.from_tensors(global_batch()), verbose=0)
 
     @pytest.mark.slow
@@ -242,4 +276,6 @@ class AccumulationTest(TestCase):
             verbose=0,
         )
         self.assertEqual(callbacks_lib.current_step(accumulated), 1)
-        assert_same_update(self, accumulated, whole, initial, atol=2e-5, rtol=1e-4)
+        assert_same_update(
+            self, accumulated, whole, initial, atol=2e-5, rtol=1e-4
+        )

@@ -51,7 +51,10 @@ class AveragingTest(TestCase):
         folder = fixtures.tempdir(self)
         write_checkpoints(folder, [2, 10, 4])
         self.assertEqual(
-            [os.path.basename(p) for p in averaging.last_checkpoints(folder, 2)],
+            [
+                os.path.basename(p)
+                for p in averaging.last_checkpoints(folder, 2)
+            ],
             ["ckpt-4.keras", "ckpt-10.keras"],
         )
         with self.assertRaisesRegex(ValueError, re.escape("num_checkpoints=4")):
@@ -79,7 +82,10 @@ class AveragingTest(TestCase):
         for output, problem in (
             ("avg.h5", "must be a .keras file"),
             ("missing/avg.keras", "must be in an existing directory"),
-            ("checkpoints/ckpt-1.keras", "must not be one of the run's checkpoints"),
+            (
+                "checkpoints/ckpt-1.keras",
+                "must not be one of the run's checkpoints",
+            ),
             # The run's final model, which translate and export read: it
             # was replaced silently.
             ("model.keras", "must not be the run's final model (model.keras"),
@@ -115,7 +121,9 @@ class AveragingTest(TestCase):
             mock.patch.object(tf.io.gfile, "rename", side_effect=full),
             contextlib.redirect_stderr(stderr),
         ):
-            status = average_checkpoints.main(["average_checkpoints"], flag_values)
+            status = average_checkpoints.main(
+                ["average_checkpoints"], flag_values
+            )
         self.assertEqual(
             (status, stderr.getvalue()),
             (1, "average_checkpoints: error: No space left\n"),
@@ -129,7 +137,9 @@ class AveragingTest(TestCase):
         # The checkpoint is damaged: loading it first would fail otherwise.
         folder = fixtures.tempdir(self)
         os.makedirs(os.path.join(folder, "checkpoints"))
-        with open(checkpoint_path(os.path.join(folder, "checkpoints"), 1), "w") as f:
+        with open(
+            checkpoint_path(os.path.join(folder, "checkpoints"), 1), "w"
+        ) as f:
             f.write("damaged")
         output = os.path.join(folder, "avg.keras")
         os.makedirs(output)
@@ -145,7 +155,9 @@ class AveragingTest(TestCase):
             ),
             result.stderr[-2000:],
         )
-        self.assertEqual(sorted(os.listdir(folder)), ["avg.keras", "checkpoints"])
+        self.assertEqual(
+            sorted(os.listdir(folder)), ["avg.keras", "checkpoints"]
+        )
 
     @pytest.mark.slow
     def test_command_names_a_model_dir_that_is_not_a_run(self):

@@ -72,7 +72,9 @@ class CallbacksTest(TestCase):
         (path,) = tf.io.gfile.glob(os.path.join(folder, "events.out.*"))
         with open(path, "r+b") as file:
             file.truncate(os.path.getsize(path) - 5)  # the last record cut
-        self.assertEqual(callbacks_lib.logged_steps(folder, "epoch_bleu"), [2, 6])
+        self.assertEqual(
+            callbacks_lib.logged_steps(folder, "epoch_bleu"), [2, 6]
+        )
 
     def test_a_failed_save_leaves_the_earlier_checkpoint(self):
         # Killed or failing mid-write, a save leaves no truncated
@@ -121,8 +123,12 @@ class CallbacksTest(TestCase):
         )
         labels = global_batch()[1]
         # Two steps per epoch of the same batch.
-        self.assertEqual(history.history["target_tokens"][-1], 2 * np.sum(labels != 0))
-        self.assertTrue(all(r > 0 for r in history.history["tokens_per_second"]))
+        self.assertEqual(
+            history.history["target_tokens"][-1], 2 * np.sum(labels != 0)
+        )
+        self.assertTrue(
+            all(r > 0 for r in history.history["tokens_per_second"])
+        )
         # The rate of the schedule at the step reached, per epoch.
         schedule = TransformerSchedule(32, warmup_steps=10)
         self.assertAllClose(
@@ -130,7 +136,9 @@ class CallbacksTest(TestCase):
             [float(schedule(step)) for step in (2, 4, 6)],
         )
 
-    def test_tokens_per_second_is_the_epochs_target_tokens_over_its_seconds(self):
+    def test_tokens_per_second_is_the_epochs_target_tokens_over_its_seconds(
+        self,
+    ):
         # A clock that reads 100 s and 104 s at the first epoch's start and
         # end, 105 s and 107 s at the second's.
         clock = mock.Mock()
@@ -238,7 +246,10 @@ class CallbacksTest(TestCase):
         self.assertEqual(callbacks_lib.current_step(model), poison_step + 1)
         # Only the interval whose every loss was finite was saved.
         self.assertEqual(
-            [step for step, _ in callbacks_lib.list_checkpoints(checkpoint_dir)],
+            [
+                step
+                for step, _ in callbacks_lib.list_checkpoints(checkpoint_dir)
+            ],
             [3],
         )
         self.assertEqual(evaluated, [True, False])
@@ -286,7 +297,9 @@ class CallbacksTest(TestCase):
             )
         self.assertEqual(step, 2)
         batching_message, schedule_message = logs.output
-        self.assertIn("Resuming at step 2 with other batching", batching_message)
+        self.assertIn(
+            "Resuming at step 2 with other batching", batching_message
+        )
         self.assertIn("replicas 1 -> 8", batching_message)
         self.assertNotIn("batch_tokens", batching_message)
         self.assertIn(
@@ -304,10 +317,14 @@ class CallbacksTest(TestCase):
         )
         restore = callbacks_lib.ResumableBackup(backup_dir, 2)
         restore.set_model(other)
-        with self.assertRaisesRegex(ValueError, "another model config") as caught:
+        with self.assertRaisesRegex(
+            ValueError, "another model config"
+        ) as caught:
             restore.on_train_begin()
         self.assertNotIn("\n", str(caught.exception))
-        self.assertIn(f"Received: backup_dir={backup_dir}", str(caught.exception))
+        self.assertIn(
+            f"Received: backup_dir={backup_dir}", str(caught.exception)
+        )
 
     def test_a_backup_with_other_dropout_seed_states_is_refused(self):
         # Without dropout the weights fit, but the 7 seed states of the

@@ -52,9 +52,13 @@ class LabelSmoothedCrossEntropyTest(TestCase):
                 value = LabelSmoothedCrossEntropy(eps)(self.labels, logits)
             got = tape.gradient(value, logits).numpy()
             vocab = self.logits.shape[-1]
-            probs = np.exp(self.logits) / np.exp(self.logits).sum(-1, keepdims=True)
+            probs = np.exp(self.logits) / np.exp(self.logits).sum(
+                -1, keepdims=True
+            )
             target = np.full(self.logits.shape, eps / vocab)
-            np.put_along_axis(target, self.labels[..., None], 1 - eps + eps / vocab, -1)
+            np.put_along_axis(
+                target, self.labels[..., None], 1 - eps + eps / vocab, -1
+            )
             weights = (self.labels != 0)[..., None]
             self.assertAllClose(
                 got, (probs - target) * weights / weights.sum(), atol=1e-6
@@ -113,14 +117,18 @@ class LabelSmoothedCrossEntropyTest(TestCase):
         # weight 0 counts as if it were not in the batch.
         kept = [0, 2]
         self.assertAllClose(
-            float(loss(self.labels, self.logits, sample_weight=[1.0, 0.0, 1.0])),
+            float(
+                loss(self.labels, self.logits, sample_weight=[1.0, 0.0, 1.0])
+            ),
             reference_loss(self.labels[kept], self.logits[kept], 0.1),
             rtol=1e-5,
         )
         weights = np.random.default_rng(1).uniform(size=(3, 5))
         self.assertAllClose(
             float(loss(self.labels, self.logits, sample_weight=weights)),
-            reference_loss(self.labels, self.logits, 0.1, token_weights=weights),
+            reference_loss(
+                self.labels, self.logits, 0.1, token_weights=weights
+            ),
             rtol=1e-5,
         )
         with self.assertRaisesRegex(ValueError, "sample_weight.shape="):
@@ -185,7 +193,9 @@ class LabelSmoothedCrossEntropyTest(TestCase):
 
         unweighted = evaluate(self.labels, self.logits)
         self.assertAllClose(
-            evaluate(self.labels, self.logits, np.ones(3)), unweighted, rtol=1e-6
+            evaluate(self.labels, self.logits, np.ones(3)),
+            unweighted,
+            rtol=1e-6,
         )
         kept = [0, 2]
         self.assertAllClose(
@@ -196,15 +206,23 @@ class LabelSmoothedCrossEntropyTest(TestCase):
 
     def test_bad_smoothing(self):
         for value in (1.0, -0.1, "0.1", True):
-            with self.assertRaisesRegex(ValueError, f"label_smoothing={value!r}"):
+            with self.assertRaisesRegex(
+                ValueError, f"label_smoothing={value!r}"
+            ):
                 LabelSmoothedCrossEntropy(value)
 
     def test_a_pad_id_that_is_not_an_integer_is_named(self):
-        for make in (LabelSmoothedCrossEntropy, MaskedTokenAccuracy, Perplexity):
+        for make in (
+            LabelSmoothedCrossEntropy,
+            MaskedTokenAccuracy,
+            Perplexity,
+        ):
             for value in ("0", 0.0, None):
                 with self.assertRaisesRegex(ValueError, f"pad_id={value!r}"):
                     make(pad_id=value)
-        self.assertEqual(Perplexity(pad_id=np.int64(5)).get_config()["pad_id"], 5)
+        self.assertEqual(
+            Perplexity(pad_id=np.int64(5)).get_config()["pad_id"], 5
+        )
 
     def test_pad_id_is_the_id_ignored(self):
         labels = np.where(self.labels == 0, 5, self.labels)  # 5 pads here
@@ -219,7 +237,9 @@ class LabelSmoothedCrossEntropyTest(TestCase):
             LabelSmoothedCrossEntropy(0.2, reduction="none"),
         ):
             self.assertEqual(
-                LabelSmoothedCrossEntropy.from_config(loss.get_config()).get_config(),
+                LabelSmoothedCrossEntropy.from_config(
+                    loss.get_config()
+                ).get_config(),
                 loss.get_config(),
             )
 
@@ -228,7 +248,9 @@ class LabelSmoothedCrossEntropyTest(TestCase):
         # `loss.reduction` said "sum".
         mean = LabelSmoothedCrossEntropy(0.1)
         self.assertEqual(mean.reduction, "mean_with_sample_weight")
-        weights = np.random.default_rng(1).uniform(size=(3, 5)).astype("float32")
+        weights = (
+            np.random.default_rng(1).uniform(size=(3, 5)).astype("float32")
+        )
         for reduction in ("none", None):
             loss = LabelSmoothedCrossEntropy(0.1, reduction=reduction)
             self.assertEqual(loss.get_config()["reduction"], reduction)
@@ -236,7 +258,8 @@ class LabelSmoothedCrossEntropyTest(TestCase):
             token_weights = (self.labels != 0) * weights
             self.assertAllClose(
                 per_token,
-                reference_token_losses(self.labels, self.logits, 0.1) * token_weights,
+                reference_token_losses(self.labels, self.logits, 0.1)
+                * token_weights,
                 rtol=1e-5,
             )
             # Their weighted mean is the default reduction's value.
@@ -284,7 +307,9 @@ class MetricsTest(TestCase):
         masked = tf.constant(logits)
         masked._keras_mask = tf.constant(mask)
         for metric in (MaskedTokenAccuracy(), Perplexity()):
-            expected = metric(labels, logits, sample_weight=mask.astype("float32"))
+            expected = metric(
+                labels, logits, sample_weight=mask.astype("float32")
+            )
             metric.reset_state()
             self.assertAllClose(metric(labels, masked), expected)
             metric.reset_state()

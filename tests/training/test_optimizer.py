@@ -13,14 +13,19 @@ from tests import test_case
 
 def _weights_and_gradients(seed=0):
     rng = np.random.default_rng(seed)
-    weights = [rng.normal(size=shape).astype("float32") for shape in [(7, 5), (5,)]]
+    weights = [
+        rng.normal(size=shape).astype("float32") for shape in [(7, 5), (5,)]
+    ]
     gradients = [
-        [rng.normal(size=w.shape).astype("float32") for w in weights] for _ in range(4)
+        [rng.normal(size=w.shape).astype("float32") for w in weights]
+        for _ in range(4)
     ]
     return weights, gradients
 
 
-def _train(make_optimizer, weights, gradients, strategy=None, jit_compile=False):
+def _train(
+    make_optimizer, weights, gradients, strategy=None, jit_compile=False
+):
     """Applies each list of `gradients` in turn; returns the final weights."""
     strategy = strategy or tf.distribute.get_strategy()
     with strategy.scope():
@@ -53,10 +58,14 @@ def _papers_adam(cls, **kwargs):
 
 
 class FusedAdamTest(test_case.TestCase):
-    def assert_matches_keras_adam(self, strategy=None, jit_compile=False, **kwargs):
+    def assert_matches_keras_adam(
+        self, strategy=None, jit_compile=False, **kwargs
+    ):
         weights, gradients = _weights_and_gradients()
         expected = _train(
-            lambda: _papers_adam(keras.optimizers.Adam, **kwargs), weights, gradients
+            lambda: _papers_adam(keras.optimizers.Adam, **kwargs),
+            weights,
+            gradients,
         )
         fused = _train(
             lambda: _papers_adam(FusedAdam, **kwargs),
@@ -76,14 +85,19 @@ class FusedAdamTest(test_case.TestCase):
         self.assert_matches_keras_adam(jit_compile=True)
 
     def test_matches_keras_adam_across_mirrored_replicas(self):
-        self.assert_matches_keras_adam(strategy=test_case.eight_replica_strategy())
+        self.assert_matches_keras_adam(
+            strategy=test_case.eight_replica_strategy()
+        )
 
     def test_amsgrad_runs_keras_update(self):
         self.assert_matches_keras_adam(amsgrad=True)
 
     def test_update_is_one_fused_op_per_variable(self):
         optimizer = _papers_adam(FusedAdam)
-        variables = [keras.Variable(np.ones((3, 2), "float32")), keras.Variable([1.0])]
+        variables = [
+            keras.Variable(np.ones((3, 2), "float32")),
+            keras.Variable([1.0]),
+        ]
         optimizer.build(variables)
         apply = tf.function(lambda g: optimizer.apply(g, variables))
         graph = apply.get_concrete_function(
@@ -105,8 +119,12 @@ class FusedAdamTest(test_case.TestCase):
         self.assertAllEqual(changed, [False, False, True, False])
 
     def test_serialization_round_trip(self):
-        optimizer = transformer_optimizer(d_model=64, warmup_steps=10, clipnorm=1.0)
-        revived = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+        optimizer = transformer_optimizer(
+            d_model=64, warmup_steps=10, clipnorm=1.0
+        )
+        revived = keras.optimizers.deserialize(
+            keras.optimizers.serialize(optimizer)
+        )
         self.assertIsInstance(revived, FusedAdam)
         self.assertEqual(revived.get_config(), optimizer.get_config())
 
@@ -131,7 +149,9 @@ class TransformerOptimizerTest(test_case.TestCase):
         )
         self.assertIsInstance(optimizer._learning_rate, TransformerSchedule)
 
-    def test_an_epsilon_that_rounds_to_zero_in_the_weights_dtype_is_refused(self):
+    def test_an_epsilon_that_rounds_to_zero_in_the_weights_dtype_is_refused(
+        self,
+    ):
         # 1e-9 is 0 in float16: Adam would update zero-gradient weights by
         # 0 / 0. In bfloat16 (float32's exponent range) it is not.
         half = keras.Variable(np.ones(3), dtype="float16", name="half")
@@ -185,10 +205,16 @@ class StepCountingLossScaleOptimizerTest(test_case.TestCase):
         self.assert_counts_skipped_steps(jit_compile=True)
 
     def test_counts_skipped_steps_across_mirrored_replicas(self):
-        self.assert_counts_skipped_steps(strategy=test_case.eight_replica_strategy())
+        self.assert_counts_skipped_steps(
+            strategy=test_case.eight_replica_strategy()
+        )
 
     def test_serialization_round_trip(self):
-        optimizer = StepCountingLossScaleOptimizer(transformer_optimizer(64, 10))
-        revived = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+        optimizer = StepCountingLossScaleOptimizer(
+            transformer_optimizer(64, 10)
+        )
+        revived = keras.optimizers.deserialize(
+            keras.optimizers.serialize(optimizer)
+        )
         self.assertIsInstance(revived, StepCountingLossScaleOptimizer)
         self.assertIsInstance(revived.inner_optimizer, FusedAdam)

@@ -68,7 +68,9 @@ def catch_ctrl_c(test):
     ignored, and a SIGINT the test sends would stop nothing."""
     handler = signal.signal(signal.SIGINT, signal.default_int_handler)
     test.addCleanup(
-        signal.signal, signal.SIGINT, signal.SIG_DFL if handler is None else handler
+        signal.signal,
+        signal.SIGINT,
+        signal.SIG_DFL if handler is None else handler,
     )
 
 
@@ -104,7 +106,9 @@ class PreemptionTest(TestCase):
             preemption.TrainingPreempted,
             r"^Training stopped on SIGTERM at step 3, where its backup is saved",
         ) as stopped:
-            run_tiny_training(folder, extra_callbacks=(SignalDuring(3),), **settings)
+            run_tiny_training(
+                folder, extra_callbacks=(SignalDuring(3),), **settings
+            )
         self.assertEqual(stopped.exception.exit_status, 143)
         # The process's own handler is back.
         self.assertIs(signal.getsignal(signal.SIGTERM), handler)
@@ -115,7 +119,11 @@ class PreemptionTest(TestCase):
         # No checkpoint between the evenly spaced ones, no final model.
         checkpoint_dir = os.path.join(run, "checkpoints")
         self.assertEqual(
-            [step for step, _ in callbacks_lib.list_checkpoints(checkpoint_dir)], [2]
+            [
+                step
+                for step, _ in callbacks_lib.list_checkpoints(checkpoint_dir)
+            ],
+            [2],
         )
         self.assertFalse(os.path.exists(os.path.join(run, "model.keras")))
 
@@ -128,14 +136,21 @@ class PreemptionTest(TestCase):
             )
         self.assertEqual(recorder.first_step, 3)
         recorder = FirstStepRecorder()
-        result = run_tiny_training(folder, extra_callbacks=(recorder,), **settings)
+        result = run_tiny_training(
+            folder, extra_callbacks=(recorder,), **settings
+        )
         self.assertEqual((recorder.first_step, result.step), (5, 8))
         self.assertEqual(
-            [step for step, _ in callbacks_lib.list_checkpoints(checkpoint_dir)],
+            [
+                step
+                for step, _ in callbacks_lib.list_checkpoints(checkpoint_dir)
+            ],
             [2, 4, 6, 8],
         )
         # TensorBoard has each interval, or its part, at its own step.
-        self.assertEqual(logged_steps(os.path.join(run, "logs")), [2, 3, 4, 5, 6, 8])
+        self.assertEqual(
+            logged_steps(os.path.join(run, "logs")), [2, 3, 4, 5, 6, 8]
+        )
         # The batches of steps 4-8 and their dropout masks, over two stops, are those of an
         # uninterrupted run: the same weights, to the bit.
         straight = run_tiny_training(fixtures.tempdir(self), **settings)
@@ -148,7 +163,11 @@ class PreemptionTest(TestCase):
     @pytest.mark.slow
     def test_at_an_interval_end_saves_the_interval_but_skips_its_bleu(self):
         folder = fixtures.tempdir(self)
-        settings = {"train_steps": 6, "bleu_every_steps": 2, "bleu_max_sentences": 2}
+        settings = {
+            "train_steps": 6,
+            "bleu_every_steps": 2,
+            "bleu_max_sentences": 2,
+        }
         printed = self.run_until_stopped(
             "at step 4,", folder, extra_callbacks=(SignalDuring(4),), **settings
         )
@@ -157,7 +176,10 @@ class PreemptionTest(TestCase):
         self.assertNotIn("step 4: dev BLEU", printed)
         checkpoint_dir = os.path.join(folder, "run", "checkpoints")
         self.assertEqual(
-            [step for step, _ in callbacks_lib.list_checkpoints(checkpoint_dir)],
+            [
+                step
+                for step, _ in callbacks_lib.list_checkpoints(checkpoint_dir)
+            ],
             [2, 4],
         )
         self.assertEqual(
@@ -177,7 +199,9 @@ class PreemptionTest(TestCase):
         model_path = os.path.join(folder, "run", "model.keras")
         self.assertFalse(os.path.exists(model_path))
         recorder = StepRecorder()
-        result = run_tiny_training(folder, extra_callbacks=(recorder,), **settings)
+        result = run_tiny_training(
+            folder, extra_callbacks=(recorder,), **settings
+        )
         self.assertEqual((recorder.steps, result.step), ([], 6))
         self.assertIsNotNone(result.dev_bleu)
         self.assertTrue(os.path.exists(result.model_path))
@@ -190,7 +214,11 @@ class PreemptionTest(TestCase):
     @pytest.mark.slow
     def test_during_an_intervals_checkpoint_stops_once_it_is_saved(self):
         folder = fixtures.tempdir(self)
-        settings = {"train_steps": 6, "bleu_every_steps": 2, "bleu_max_sentences": 2}
+        settings = {
+            "train_steps": 6,
+            "bleu_every_steps": 2,
+            "bleu_max_sentences": 2,
+        }
         save = callbacks_lib.save_model
 
         def signal_while_saving(model, path):
@@ -199,7 +227,9 @@ class PreemptionTest(TestCase):
             save(model, path)
 
         recorder = StepRecorder()
-        with mock.patch.object(callbacks_lib, "save_model", signal_while_saving):
+        with mock.patch.object(
+            callbacks_lib, "save_model", signal_while_saving
+        ):
             printed = self.run_until_stopped(
                 "at step 4,", folder, extra_callbacks=(recorder,), **settings
             )
@@ -212,22 +242,31 @@ class PreemptionTest(TestCase):
         )
         checkpoint_dir = os.path.join(folder, "run", "checkpoints")
         self.assertEqual(
-            [step for step, _ in callbacks_lib.list_checkpoints(checkpoint_dir)],
+            [
+                step
+                for step, _ in callbacks_lib.list_checkpoints(checkpoint_dir)
+            ],
             [2, 4],
         )
         # During the final model's save: the run stops once it is whole.
         handler = signal.getsignal(signal.SIGTERM)
-        with mock.patch.object(callbacks_lib, "save_model", signal_while_saving):
+        with mock.patch.object(
+            callbacks_lib, "save_model", signal_while_saving
+        ):
             self.run_until_stopped("at its last step 6,", folder, **settings)
         self.assertIs(signal.getsignal(signal.SIGTERM), handler)
-        model = keras.saving.load_model(os.path.join(folder, "run", "model.keras"))
+        model = keras.saving.load_model(
+            os.path.join(folder, "run", "model.keras")
+        )
         self.assertEqual(callbacks_lib.current_step(model), 6)
 
 
 class SaveOnPreemptionTest(TestCase):
     def test_handlers_are_restored_when_the_block_raises(self):
         handler = signal.getsignal(signal.SIGTERM)
-        callback = preemption.SaveOnPreemption(None, tf.distribute.get_strategy())
+        callback = preemption.SaveOnPreemption(
+            None, tf.distribute.get_strategy()
+        )
         with (
             self.assertRaisesRegex(RuntimeError, "in the block"),
             callback.catching_signals(),
@@ -239,7 +278,9 @@ class SaveOnPreemptionTest(TestCase):
 
     def test_a_second_ctrl_c_stops_at_once(self):
         catch_ctrl_c(self)
-        callback = preemption.SaveOnPreemption(None, tf.distribute.get_strategy())
+        callback = preemption.SaveOnPreemption(
+            None, tf.distribute.get_strategy()
+        )
         with self.assertRaises(KeyboardInterrupt), callback.catching_signals():
             os.kill(os.getpid(), signal.SIGINT)
             os.kill(os.getpid(), signal.SIGTERM)  # Noted once only.
@@ -255,7 +296,9 @@ class SaveOnPreemptionTest(TestCase):
         # A shell's background job ignores Ctrl-C.
         handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
         try:
-            callback = preemption.SaveOnPreemption(None, tf.distribute.get_strategy())
+            callback = preemption.SaveOnPreemption(
+                None, tf.distribute.get_strategy()
+            )
             with callback.catching_signals():
                 self.assertIs(signal.getsignal(signal.SIGINT), signal.SIG_IGN)
                 os.kill(os.getpid(), signal.SIGINT)
@@ -264,7 +307,9 @@ class SaveOnPreemptionTest(TestCase):
             signal.signal(signal.SIGINT, handler)
 
     def test_fit_outside_the_block_is_refused(self):
-        callback = preemption.SaveOnPreemption(None, tf.distribute.get_strategy())
+        callback = preemption.SaveOnPreemption(
+            None, tf.distribute.get_strategy()
+        )
         with self.assertRaisesRegex(RuntimeError, "catching_signals"):
             callback.on_train_begin()
 
@@ -272,7 +317,9 @@ class SaveOnPreemptionTest(TestCase):
         ("nan_loss", 1),  # The weights broke at step 1: step 2's loss is NaN.
         ("nan_weights", 2),  # Step 2's update broke them, under a finite loss.
     )
-    def test_a_signal_after_a_non_finite_step_saves_no_backup(self, poison_step):
+    def test_a_signal_after_a_non_finite_step_saves_no_backup(
+        self, poison_step
+    ):
         # SIGTERM during step 2, mid-interval (3 steps): its backup would be
         # the resume point of the rerun, a NaN model.
         backup_dir = os.path.join(fixtures.tempdir(self), "backup")
@@ -297,7 +344,9 @@ class SaveOnPreemptionTest(TestCase):
         # `StopOnNaN` ends the run, as for any NaN.
         self.assertEqual((save.stopped.step, nan_stop.nan_step), (2, 2))
         self.assertEqual(backup.saved_step, 0)
-        self.assertEqual(callbacks_lib.ResumableBackup.resume_step(backup_dir), 0)
+        self.assertEqual(
+            callbacks_lib.ResumableBackup.resume_step(backup_dir), 0
+        )
 
     @parameterized.named_parameters(
         # From worker 1 of 2.
@@ -305,13 +354,17 @@ class SaveOnPreemptionTest(TestCase):
         ("the_other_worker", [15, 0], 1, 0),
         ("both_workers", [15, 15], 1, None),
     )
-    def test_names_the_signalled_worker_only_if_another(self, signals, task_id, worker):
+    def test_names_the_signalled_worker_only_if_another(
+        self, signals, task_id, worker
+    ):
         callback = preemption.SaveOnPreemption(None, mock.Mock())
         callback.set_model(mock.Mock())
         if signals[task_id]:
             callback._receive(signal.SIGTERM, None)
         with (
-            mock.patch.object(preemption.distribution, "worker_count", return_value=2),
+            mock.patch.object(
+                preemption.distribution, "worker_count", return_value=2
+            ),
             mock.patch.object(
                 preemption.distribution,
                 "sum_over_workers",
@@ -326,4 +379,6 @@ class SaveOnPreemptionTest(TestCase):
         ):
             callback.on_epoch_end(0)
         self.assertTrue(callback.model.stop_training)
-        self.assertEqual((callback.stopped.step, callback.stopped.worker), (7, worker))
+        self.assertEqual(
+            (callback.stopped.step, callback.stopped.worker), (7, worker)
+        )

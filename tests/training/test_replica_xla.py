@@ -30,7 +30,10 @@ class ReplicaXlaTest(TestCase):
         models[1].set_weights(models[0].get_weights())
         initial = models[0].get_weights()
         sentence_weights = np.array([1.0, 0.0, 2.0, 1.0, 0.5, 0.0], "float32")
-        for weights in (sentence_weights, np.tile(sentence_weights[:, None], [1, 7])):
+        for weights in (
+            sentence_weights,
+            np.tile(sentence_weights[:, None], [1, 7]),
+        ):
             results = []
             for model, replica_path in zip(models, (False, True)):
                 model.set_weights(initial)
@@ -45,15 +48,21 @@ class ReplicaXlaTest(TestCase):
                     features, labels, sample_weight=weights, return_dict=True
                 )
                 results.append((logs["loss"], model.get_weights()))
-            (keras_loss, keras_weights), (replica_loss, replica_weights) = results
+            (keras_loss, keras_weights), (replica_loss, replica_weights) = (
+                results
+            )
             self.assertAllClose(replica_loss, keras_loss, atol=1e-5)
             for got, want in zip(replica_weights, keras_weights):
                 self.assertAllClose(got, want, atol=1e-5)
             # The weights count: zero-weight sentences change the loss.
             unweighted = models[0]
             unweighted.set_weights(initial)
-            trainer.compile_for_training(unweighted, warmup_steps=10, jit_compile=False)
-            loss = unweighted.evaluate(features, labels, verbose=0, return_dict=True)
+            trainer.compile_for_training(
+                unweighted, warmup_steps=10, jit_compile=False
+            )
+            loss = unweighted.evaluate(
+                features, labels, verbose=0, return_dict=True
+            )
             self.assertNotAllClose(loss["loss"], keras_loss)
 
     def test_loss_sum_is_the_compiled_loss(self):
@@ -67,9 +76,9 @@ class ReplicaXlaTest(TestCase):
         features, labels = global_batch(batch_size=4, length=6)
         labels[:, 1] = 5  # ignored; the 0s count here
         labels = labels[..., None]  # [B, T, 1]
-        total, num_tokens, logits, gradients = replica_xla.loss_sum_and_gradients(
-            model
-        )(features, labels, None)
+        total, num_tokens, logits, gradients = (
+            replica_xla.loss_sum_and_gradients(model)(features, labels, None)
+        )
         self.assertEqual(float(num_tokens), float(np.sum(labels != 5)))
         with tf.GradientTape() as tape:
             expected = loss_fn(labels, model(features, training=True))

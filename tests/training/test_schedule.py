@@ -44,7 +44,9 @@ class TransformerScheduleTest(TestCase):
                 model.trainable_variables,
             )
             self.assertAllClose(
-                before - kernel.numpy(), [[paper_rate(step_num, 64, 10)]], rtol=1e-5
+                before - kernel.numpy(),
+                [[paper_rate(step_num, 64, 10)]],
+                rtol=1e-5,
             )
 
     def test_scale(self):
@@ -71,13 +73,16 @@ class TransformerScheduleTest(TestCase):
             with (
                 self.subTest(scale=scale),
                 self.assertRaisesRegex(
-                    ValueError, f"positive finite number. Received: scale={scale!r}"
+                    ValueError,
+                    f"positive finite number. Received: scale={scale!r}",
                 ),
             ):
                 TransformerSchedule(512, 10, scale=scale)
 
     def test_numpy_numbers_make_a_json_config(self):
-        schedule = TransformerSchedule(np.int64(64), np.int32(10), np.float32(0.5))
+        schedule = TransformerSchedule(
+            np.int64(64), np.int32(10), np.float32(0.5)
+        )
         self.assertEqual(
             json.loads(json.dumps(schedule.get_config())),
             {"d_model": 64, "warmup_steps": 10, "scale": 0.5},

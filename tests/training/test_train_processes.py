@@ -48,7 +48,9 @@ def train_command(data, model_dir, *flags, model=TINY):
 
 def environment(**extra):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", **extra)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [ROOT, env.get("PYTHONPATH")])
+    )
     return env
 
 
@@ -90,7 +92,9 @@ def run_workers(data, model_dir, *flags, model=TINY, workers=2):
     Returns:
         Each worker's (returncode, stdout, stderr).
     """
-    processes = start_workers(data, model_dir, *flags, model=model, workers=workers)
+    processes = start_workers(
+        data, model_dir, *flags, model=model, workers=workers
+    )
     outputs = []
     try:
         for process in processes:
@@ -112,7 +116,9 @@ def sigint_is_caught(pid):
             status = file.read()
     except FileNotFoundError:
         return False
-    caught = int(re.search(r"^SigCgt:\s*([0-9a-f]+)$", status, re.M).group(1), 16)
+    caught = int(
+        re.search(r"^SigCgt:\s*([0-9a-f]+)$", status, re.M).group(1), 16
+    )
     return bool(caught & (1 << (signal.SIGINT - 1)))
 
 
@@ -158,7 +164,9 @@ def signal_training_worker(processes, model_dir, signum):
         while not os.path.exists(backup) and time.monotonic() < deadline:
             time.sleep(0.2)
         if processes[1].poll() is not None:
-            raise AssertionError(f"worker 1 ended: {processes[1].communicate()[1]}")
+            raise AssertionError(
+                f"worker 1 ended: {processes[1].communicate()[1]}"
+            )
         processes[1].send_signal(signum)
         return [process.communicate(timeout=120)[1] for process in processes]
     finally:
@@ -173,7 +181,9 @@ def write_one_word_corpus(folder):
     is another compilation of several seconds)."""
     for split in ("train", "dev"):
         for index, lang in enumerate(("en", "de")):
-            lines = "".join(pair[index].split()[0] + "\n" for pair in fixtures.PAIRS)
+            lines = "".join(
+                pair[index].split()[0] + "\n" for pair in fixtures.PAIRS
+            )
             fixtures.write(os.path.join(folder, f"{split}.{lang}"), lines)
     return "text:" + os.path.join(folder, "train")
 
@@ -215,7 +225,9 @@ class TrainProcessesTest(TestCase):
         while not os.path.exists(fourth):
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
-                self.fail(f"train.py wrote no checkpoint: {process.stderr.read()}")
+                self.fail(
+                    f"train.py wrote no checkpoint: {process.stderr.read()}"
+                )
             time.sleep(0.05)
         process.send_signal(signal.SIGKILL)
         process.wait()
@@ -226,11 +238,17 @@ class TrainProcessesTest(TestCase):
         self.assertLess(max(before), 40)
 
         result = subprocess.run(
-            command, env=environment(), capture_output=True, text=True, timeout=300
+            command,
+            env=environment(),
+            capture_output=True,
+            text=True,
+            timeout=300,
         )
         self.assertEqual(result.returncode, 0, result.stderr)
         self.assertIn("Trained to step 40", result.stdout)
-        self.assertIn(f"Training data: {len(fixtures.PAIRS)} pairs read", result.stdout)
+        self.assertIn(
+            f"Training data: {len(fixtures.PAIRS)} pairs read", result.stdout
+        )
         self.assertIn("padding efficiency", result.stdout)
         after = checkpoint_files(checkpoint_dir)
         # The restarted run continued after the last finished interval: it
@@ -239,7 +257,9 @@ class TrainProcessesTest(TestCase):
         # and wrote the rest.
         for step, stamp in before.items():
             if step < max(before):
-                self.assertEqual(after[step], stamp, f"ckpt-{step} was rewritten")
+                self.assertEqual(
+                    after[step], stamp, f"ckpt-{step} was rewritten"
+                )
         self.assertEqual(sorted(after), list(range(2, 41, 2)))
         model = keras.saving.load_model(os.path.join(model_dir, "model.keras"))
         self.assertEqual(int(model.optimizer.iterations.numpy()), 40)
@@ -308,7 +328,8 @@ class TrainProcessesTest(TestCase):
                 stderr,
             )
         self.assertEqual(
-            sorted(checkpoint_files(os.path.join(model_dir, "checkpoints"))), [1, 2, 3]
+            sorted(checkpoint_files(os.path.join(model_dir, "checkpoints"))),
+            [1, 2, 3],
         )
 
     @pytest.mark.slow
@@ -376,13 +397,17 @@ class TrainProcessesTest(TestCase):
             "--nojit_compile",
             "--steps_per_checkpoint=5",
         ]
-        processes = start_workers(data, model_dir, *flags, "--train_steps=100000")
+        processes = start_workers(
+            data, model_dir, *flags, "--train_steps=100000"
+        )
         stderr = signal_training_worker(processes, model_dir, signal.SIGTERM)
         backups = [
             os.path.join(model_dir, "backup"),
             os.path.join(model_dir, "workers", "worker-1", "backup"),
         ]
-        steps = [callbacks_lib.ResumableBackup.resume_step(path) for path in backups]
+        steps = [
+            callbacks_lib.ResumableBackup.resume_step(path) for path in backups
+        ]
         self.assertEqual(steps[0], steps[1])
         self.assertGreaterEqual(steps[0], 5)
         for index, process in enumerate(processes):
@@ -426,9 +451,14 @@ class TrainProcessesTest(TestCase):
         )
         # At step 2's checkpoint, then (rerun) at the final model's save,
         # which worker 0 completes: every worker stops alike.
-        for file, step, bleu in (("ckpt-2.keras", 2, ""), ("model.keras", 4, "4")):
+        for file, step, bleu in (
+            ("ckpt-2.keras", 2, ""),
+            ("model.keras", 4, "4"),
+        ):
             processes = start_training_script(folder, data, code, file)
-            outputs = [process.communicate(timeout=300) for process in processes]
+            outputs = [
+                process.communicate(timeout=300) for process in processes
+            ]
             for worker, (process, (stdout, stderr)) in enumerate(
                 zip(processes, outputs)
             ):
@@ -492,17 +522,24 @@ class TrainProcessesTest(TestCase):
                 ),
                 "worker 2",
             ),
-            (tf.errors.UnavailableError(None, None, "Socket closed"), "a worker"),
+            (
+                tf.errors.UnavailableError(None, None, "Socket closed"),
+                "a worker",
+            ),
         ):
             lost = distribution.lost_worker_error(strategy, error, 40)
             self.assertIsInstance(lost, ConnectionError)
             self.assertTrue(
-                str(lost).startswith(f"The cluster lost {named} during training"),
+                str(lost).startswith(
+                    f"The cluster lost {named} during training"
+                ),
                 str(lost),
             )
             self.assertIn("to resume from step 40, the last backup", str(lost))
         # Other errors are not about a lost worker; nor is any on one worker.
-        other = tf.errors.InvalidArgumentError(None, None, "Incompatible shapes")
+        other = tf.errors.InvalidArgumentError(
+            None, None, "Incompatible shapes"
+        )
         self.assertIsNone(distribution.lost_worker_error(strategy, other, 40))
         alone = types.SimpleNamespace(cluster_resolver=None)
         self.assertIsNone(distribution.lost_worker_error(alone, error, 40))
@@ -515,7 +552,9 @@ class TrainProcessesTest(TestCase):
         # sees that the leader does not answer. Each alone used to wait
         # forever, with SIGTERM caught. The two run side by side, each in a
         # cluster of its own (addresses of its own).
-        clusters = [[f"127.0.0.1:{free_port()}" for _ in range(2)] for _ in range(2)]
+        clusters = [
+            [f"127.0.0.1:{free_port()}" for _ in range(2)] for _ in range(2)
+        ]
         processes = []
         for index, addresses in enumerate(clusters):
             tf_config = {
@@ -559,7 +598,9 @@ class TrainProcessesTest(TestCase):
             "distribution.create_strategy('multi_worker', worker_startup_timeout=120)\n"
         )
         tf_config = {
-            "cluster": {"worker": [f"127.0.0.1:{free_port()}" for _ in range(2)]},
+            "cluster": {
+                "worker": [f"127.0.0.1:{free_port()}" for _ in range(2)]
+            },
             "task": {"type": "worker", "index": 0},
         }
         # stderr goes to a file, not a pipe: read only on failure, it must

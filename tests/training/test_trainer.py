@@ -24,7 +24,12 @@ from keras_transformer import (
 )
 from keras_transformer import config as config_lib
 from keras_transformer.data import tfds_source
-from keras_transformer.training import averaging, distribution, run_checks, trainer
+from keras_transformer.training import (
+    averaging,
+    distribution,
+    run_checks,
+    trainer,
+)
 from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training.schedule import TransformerSchedule
 from tests.data import fixtures
@@ -173,7 +178,9 @@ class TrainerTest(TestCase):
         # Each replica gets 2 of the 16 sentences, with their own padding.
         mirrored.fit(dataset, epochs=1, verbose=0)
 
-        assert_same_update(self, mirrored, single, initial, atol=2e-5, rtol=1e-4)
+        assert_same_update(
+            self, mirrored, single, initial, atol=2e-5, rtol=1e-4
+        )
 
     def test_logged_loss_is_the_step_loss_with_uneven_replicas(self):
         # 13 sentences over 8 replicas: 1 or 2 each. Keras weighted each
@@ -181,7 +188,10 @@ class TrainerTest(TestCase):
         dataset = tf.data.Dataset.from_tensors(global_batch(batch_size=13))
         config = tiny_config(dropout=0.0, attention_dropout=0.0)
         losses = []
-        for strategy in (tf.distribute.get_strategy(), eight_replica_strategy()):
+        for strategy in (
+            tf.distribute.get_strategy(),
+            eight_replica_strategy(),
+        ):
             keras.utils.set_random_seed(1)
             with strategy.scope():
                 model = trainer.compile_for_training(
@@ -201,11 +211,14 @@ class TrainerTest(TestCase):
         # very variables.
         with eight_replica_strategy().scope():
             mirrored = trainer.compile_for_training(
-                build_transformer(tiny_config()), warmup_steps=10, jit_compile=False
+                build_transformer(tiny_config()),
+                warmup_steps=10,
+                jit_compile=False,
             )
         self.assertTrue(mirrored.optimizer.built)
         self.assertIsInstance(
-            mirrored.optimizer._momentums[0].value, tf.distribute.DistributedValues
+            mirrored.optimizer._momentums[0].value,
+            tf.distribute.DistributedValues,
         )
 
         model = trainer.compile_for_training(
@@ -262,7 +275,10 @@ class TrainerTest(TestCase):
         # skipped the 6 it had trained on, an epoch, into the reshuffled next
         # one) and dropout masks, so it ends with the same weights.
         straight = self.run_training(
-            fixtures.tempdir(self), train_steps=8, keep_checkpoints=2, batch_tokens=512
+            fixtures.tempdir(self),
+            train_steps=8,
+            keep_checkpoints=2,
+            batch_tokens=512,
         )
         self.assertEqual(straight.data_stats.num_batches, 6)
         for got, want in zip(
@@ -289,7 +305,9 @@ class TrainerTest(TestCase):
         with self.assertRaisesRegex(
             ValueError, f"rerun with vocab_size={fixtures.VOCAB_SIZE} "
         ):
-            self.run_training(folder, train_steps=8, vocab_size=fixtures.VOCAB_SIZE + 8)
+            self.run_training(
+                folder, train_steps=8, vocab_size=fixtures.VOCAB_SIZE + 8
+            )
 
     def test_a_remote_model_dir_trains_resumes_and_translates(self):
         # TensorFlow's in-memory filesystem stands for gs://: every file of
@@ -297,12 +315,18 @@ class TrainerTest(TestCase):
         # copy); a local os call would write under "./ram:" instead.
         folder = fixtures.tempdir(self)
         model_dir = f"ram://{uuid.uuid4().hex}/run"
-        settings = {"model_dir": model_dir, "train_steps": 4, "batch_tokens": 512}
+        settings = {
+            "model_dir": model_dir,
+            "train_steps": 4,
+            "batch_tokens": 512,
+        }
         with self.assertRaisesRegex(KeyboardInterrupt, "killed at step 3"):
             self.run_training(folder, extra_callbacks=(CrashAt(3),), **settings)
         recorder = FirstStepRecorder()
         with self.assertLogs("absl", "INFO") as logs:
-            result = self.run_training(folder, extra_callbacks=(recorder,), **settings)
+            result = self.run_training(
+                folder, extra_callbacks=(recorder,), **settings
+            )
         self.assertEqual((recorder.first_step, result.step), (2, 4))
         self.assertIn(
             f"Resuming at step 2 of 4 from the backup in {model_dir}/backup.",
@@ -318,8 +342,12 @@ class TrainerTest(TestCase):
             self.assertRegex(file.read(), f"^pid {os.getpid()} on ")
         # The commands read the run where it is.
         averaging.check_output(f"{model_dir}/averaged.keras", model_dir)
-        with self.assertRaisesRegex(ValueError, "must be in an existing directory"):
-            averaging.check_output(f"{model_dir}/missing/averaged.keras", model_dir)
+        with self.assertRaisesRegex(
+            ValueError, "must be in an existing directory"
+        ):
+            averaging.check_output(
+                f"{model_dir}/missing/averaged.keras", model_dir
+            )
         keras_file = f"{model_dir}/model.keras"
         self.assertEqual(inference.run_folder(keras_file), model_dir)
         vocab = export_model.default_vocab(model_dir, [keras_file])
@@ -330,7 +358,9 @@ class TrainerTest(TestCase):
             tf.io.gfile.copy(path, os.path.join(local, os.path.basename(path)))
         sentences = [source for source, _ in fixtures.PAIRS[:3]]
         self.assertEqual(
-            inference.load_translator(model_dir, beam_size=2).translate(sentences),
+            inference.load_translator(model_dir, beam_size=2).translate(
+                sentences
+            ),
             inference.load_translator(local, beam_size=2).translate(sentences),
         )
 
@@ -344,12 +374,15 @@ class TrainerTest(TestCase):
         with self.assertRaisesRegex(KeyboardInterrupt, "killed at step 3"):
             self.run_training(folder, extra_callbacks=(CrashAt(3),), **settings)
         recorder = FirstStepRecorder()
-        result = self.run_training(folder, extra_callbacks=(recorder,), **settings)
+        result = self.run_training(
+            folder, extra_callbacks=(recorder,), **settings
+        )
         self.assertEqual(recorder.first_step, 2)
         self.assertEqual(result.step, 4)
         model = keras.saving.load_model(result.model_path)
         self.assertAllClose(
-            model.optimizer.learning_rate, TransformerSchedule(32, warmup_steps=4)(4)
+            model.optimizer.learning_rate,
+            TransformerSchedule(32, warmup_steps=4)(4),
         )
         straight = self.run_training(fixtures.tempdir(self), **settings)
         for got, want in zip(
@@ -379,7 +412,11 @@ class TrainerTest(TestCase):
     @pytest.mark.slow
     def test_nan_loss_stops_with_a_clear_error_and_saves_nothing(self):
         folder = fixtures.tempdir(self)
-        settings = {"train_steps": 4, "warmup_steps": 1, "steps_per_checkpoint": 4}
+        settings = {
+            "train_steps": 4,
+            "warmup_steps": 1,
+            "steps_per_checkpoint": 4,
+        }
         with self.assertRaisesRegex(
             FloatingPointError,
             "NaN or infinite at step .*learning_rate_scale.* starts over",
@@ -399,7 +436,8 @@ class TrainerTest(TestCase):
         # The one step's loss is finite; its update (a learning rate beyond
         # float32) makes the weights infinite.
         with self.assertRaisesRegex(
-            FloatingPointError, "loss or weights became NaN or infinite at step 1"
+            FloatingPointError,
+            "loss or weights became NaN or infinite at step 1",
         ):
             self.run_training(
                 folder,
@@ -411,7 +449,10 @@ class TrainerTest(TestCase):
         run = os.path.join(folder, "run")
         self.assertFalse(os.path.exists(os.path.join(run, "checkpoints")))
         self.assertEqual(
-            callbacks_lib.ResumableBackup.resume_step(os.path.join(run, "backup")), 0
+            callbacks_lib.ResumableBackup.resume_step(
+                os.path.join(run, "backup")
+            ),
+            0,
         )
         self.assertFalse(os.path.exists(os.path.join(run, "model.keras")))
 
@@ -438,11 +479,15 @@ class TrainerTest(TestCase):
             "keep_checkpoints": 5,
         }
         with (
-            mock.patch.object(callbacks_lib.BleuEvaluator, "on_epoch_end", killed_at_4),
+            mock.patch.object(
+                callbacks_lib.BleuEvaluator, "on_epoch_end", killed_at_4
+            ),
             self.assertRaisesRegex(KeyboardInterrupt, "step 4"),
         ):
             self.run_training(folder, **settings)
-        with mock.patch.object(callbacks_lib.BleuEvaluator, "on_epoch_end", recorded):
+        with mock.patch.object(
+            callbacks_lib.BleuEvaluator, "on_epoch_end", recorded
+        ):
             result = self.run_training(folder, **settings)
         # The backup, written last, still held step 2: the rerun redid steps
         # 3-4, so step 4 has its checkpoint and its BLEU.
@@ -463,7 +508,10 @@ class TrainerTest(TestCase):
                 {"config": tiny_config(source_vocab_size=VOCAB)},
                 "shared vocabulary.*source_vocab_size=50",
             ),
-            ({"batch_tokens": 31}, "batch_tokens=31, max_length=32, replicas=1"),
+            (
+                {"batch_tokens": 31},
+                "batch_tokens=31, max_length=32, replicas=1",
+            ),
             # Ignored without a word before.
             (
                 {"data_dir": "/data/tfds"},
@@ -491,7 +539,9 @@ class TrainerTest(TestCase):
             # TensorFlow's own error names no flag to pass.
             (
                 {"strategy": "tpu"},
-                re.escape("needs the TPU to connect to: pass tpu_address (--tpu)")
+                re.escape(
+                    "needs the TPU to connect to: pass tpu_address (--tpu)"
+                )
                 + ".*Received: strategy='tpu', tpu_address=None",
             ),
             (
@@ -551,7 +601,9 @@ class TrainerTest(TestCase):
         denied = PermissionError(13, "Permission denied")
         with (
             mock.patch("builtins.open", side_effect=denied),
-            self.assertRaisesRegex(ValueError, r"Cannot write in model_dir \(Perm"),
+            self.assertRaisesRegex(
+                ValueError, r"Cannot write in model_dir \(Perm"
+            ),
             run_checks.training_lock(model_dir),
         ):
             pass
@@ -581,9 +633,13 @@ class TrainerTest(TestCase):
             )
         run = os.path.join(folder, "run")
         self.assertFalse(os.path.exists(os.path.join(run, "vocab.model")))
-        self.assertFalse(os.path.exists(os.path.join(run, run_checks.SETTINGS_FILE)))
+        self.assertFalse(
+            os.path.exists(os.path.join(run, run_checks.SETTINGS_FILE))
+        )
 
-    def test_missing_training_files_are_reported_before_a_missing_dev_split(self):
+    def test_missing_training_files_are_reported_before_a_missing_dev_split(
+        self,
+    ):
         # A wrong prefix or language lacks the dev files too; the fix to
         # name is the training files', not "train without dev BLEU".
         folder = fixtures.tempdir(self)
@@ -609,11 +665,15 @@ class TrainerTest(TestCase):
                     bleu_max_sentences=4,
                 )
 
-    def test_a_rerun_with_another_checkpoint_interval_keeps_to_its_multiples(self):
+    def test_a_rerun_with_another_checkpoint_interval_keeps_to_its_multiples(
+        self,
+    ):
         folder = fixtures.tempdir(self)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            first = self.run_training(folder, train_steps=3, steps_per_checkpoint=3)
+            first = self.run_training(
+                folder, train_steps=3, steps_per_checkpoint=3
+            )
         # Nor does a run warn of what it does on purpose (Keras's default
         # `fit(shuffle=True)` on a dataset that the pipeline shuffles).
         self.assertEqual(
@@ -623,7 +683,10 @@ class TrainerTest(TestCase):
         # (a `fit` of one step), then 6, not 5 and 7.
         recorder = FirstStepRecorder()
         result = self.run_training(
-            folder, train_steps=6, steps_per_checkpoint=2, extra_callbacks=(recorder,)
+            folder,
+            train_steps=6,
+            steps_per_checkpoint=2,
+            extra_callbacks=(recorder,),
         )
         self.assertEqual((recorder.first_step, result.step), (3, 6))
         checkpoints = callbacks_lib.list_checkpoints(first.checkpoint_dir)
@@ -654,7 +717,9 @@ class TrainerTest(TestCase):
         folder = fixtures.tempdir(self)
         # The rest is the text's: one piece per character it covers.
         with self.assertRaisesRegex(ValueError, "needs at least"):
-            self.run_training(folder, train_steps=2, vocab_size=tokens.MIN_VOCAB_SIZE)
+            self.run_training(
+                folder, train_steps=2, vocab_size=tokens.MIN_VOCAB_SIZE
+            )
         # The run failed before training: a rerun may change any setting.
         settings = os.path.join(folder, "run", run_checks.SETTINGS_FILE)
         self.assertFalse(os.path.exists(settings))
@@ -669,7 +734,9 @@ class TrainerTest(TestCase):
         run_checks.check_model_dir(model_dir, settings)  # The same: resumable.
         with self.assertRaisesRegex(
             ValueError,
-            re.escape("(num_layers=1 there, 2 now; data='text:a' there, 'text:b' now)")
+            re.escape(
+                "(num_layers=1 there, 2 now; data='text:a' there, 'text:b' now)"
+            )
             + ".*new model_dir. Received: model_dir=",
         ):
             run_checks.check_model_dir(
@@ -678,7 +745,9 @@ class TrainerTest(TestCase):
         # A setting the run predates had its old value (`defaults`): the
         # attention biases of a run begun before `attention_bias` existed.
         legacy = {**settings, **config_lib.LEGACY_VALUES}
-        run_checks.check_model_dir(model_dir, legacy, defaults=config_lib.LEGACY_VALUES)
+        run_checks.check_model_dir(
+            model_dir, legacy, defaults=config_lib.LEGACY_VALUES
+        )
         with self.assertRaisesRegex(
             ValueError, re.escape("(attention_bias=True there, False now)")
         ):
@@ -713,7 +782,9 @@ class TrainerTest(TestCase):
         self.addCleanup(os.chdir, os.getcwd())
         os.chdir(folder)
         # The same files.
-        self.assertNotIn("data=", self.settings_error(model_dir, "text:c/../c/train"))
+        self.assertNotIn(
+            "data=", self.settings_error(model_dir, "text:c/../c/train")
+        )
         self.assertNotIn(
             "data=", self.settings_error(model_dir, f"text:{folder}/c/train")
         )
@@ -746,9 +817,12 @@ class TrainerTest(TestCase):
             f"data_dir='/data/tfds' there, '{default}' now",
             settings_error({"data_dir": "/data/tfds"}, None),
         )
-        self.assertNotIn("data_dir=", settings_error({"data_dir": default}, None))
         self.assertNotIn(
-            "data_dir=", settings_error({"data_dir": "/data/tfds"}, "/data/tfds/")
+            "data_dir=", settings_error({"data_dir": default}, None)
+        )
+        self.assertNotIn(
+            "data_dir=",
+            settings_error({"data_dir": "/data/tfds"}, "/data/tfds/"),
         )
         # A run that recorded no data_dir (begun before it was recorded).
         self.assertNotIn("data_dir=", settings_error({}, "tfds"))
@@ -756,7 +830,9 @@ class TrainerTest(TestCase):
     def test_settings_file_that_is_not_json_is_named(self):
         model_dir = fixtures.tempdir(self)
         self.assertIsNone(run_checks.read_settings(model_dir))
-        path = fixtures.write(os.path.join(model_dir, run_checks.SETTINGS_FILE), "{")
+        path = fixtures.write(
+            os.path.join(model_dir, run_checks.SETTINGS_FILE), "{"
+        )
         with self.assertRaisesRegex(
             ValueError,
             re.escape(
@@ -811,16 +887,24 @@ class TrainerTest(TestCase):
         ):
             distribution.create_strategy("tpu", tpu_address="local")
         # Other strategies would ignore it.
-        with self.assertRaisesRegex(ValueError, "strategy='one_device', num_gpus=1"):
+        with self.assertRaisesRegex(
+            ValueError, "strategy='one_device', num_gpus=1"
+        ):
             distribution.create_strategy("one_device", 1)
         with mock.patch.dict(os.environ):
             os.environ.pop("TF_CONFIG", None)
-            with self.assertRaisesRegex(ValueError, "TF_CONFIG.*: it is not set"):
+            with self.assertRaisesRegex(
+                ValueError, "TF_CONFIG.*: it is not set"
+            ):
                 distribution.create_strategy("multi_worker")
         with self.assertRaisesRegex(ValueError, "tpu_address=''"):
             distribution.create_strategy("tpu", tpu_address="")
-        with self.assertRaisesRegex(ValueError, "strategy='mirrored', tpu_address"):
-            distribution.create_strategy("mirrored", tpu_address="grpc://1.2.3.4:8470")
+        with self.assertRaisesRegex(
+            ValueError, "strategy='mirrored', tpu_address"
+        ):
+            distribution.create_strategy(
+                "mirrored", tpu_address="grpc://1.2.3.4:8470"
+            )
 
     def test_a_tpu_that_cannot_be_reached_fails_in_one_line(self):
         # A grpc address nothing listens at: TensorFlow waited forever,
@@ -895,9 +979,13 @@ class TrainerTest(TestCase):
 
     def test_workers_that_disagree_are_named(self):
         # (The two-worker processes test runs the gather across workers.)
-        one = distribution.values_of_workers(tf.distribute.get_strategy(), [7, 3])
+        one = distribution.values_of_workers(
+            tf.distribute.get_strategy(), [7, 3]
+        )
         self.assertAllEqual(one, [[7, 3]])
-        self.assertEqual(distribution.worker_count(tf.distribute.get_strategy()), 1)
+        self.assertEqual(
+            distribution.worker_count(tf.distribute.get_strategy()), 1
+        )
         run_checks.check_workers_resume_alike([4, 4, 4], "/run")
         with self.assertRaisesRegex(
             ValueError,
@@ -907,7 +995,9 @@ class TrainerTest(TestCase):
             "to the others",
         ):
             run_checks.check_workers_resume_alike([4, 0, 6], "/run")
-        run_checks.check_workers_share_vocabulary([(9, 1), (9, 1)], "/run", "v.model")
+        run_checks.check_workers_share_vocabulary(
+            [(9, 1), (9, 1)], "/run", "v.model"
+        )
         with self.assertRaisesRegex(
             ValueError,
             "^The workers' vocabularies differ .worker 0: 9 pieces, CRC32 "
@@ -918,7 +1008,9 @@ class TrainerTest(TestCase):
                 [(9, 10), (9, 11)], "/run", "v.model"
             )
         self.assertEqual(run_checks.worker_dir("/run", 0), "/run")
-        self.assertEqual(run_checks.worker_dir("/run", 2), "/run/workers/worker-2")
+        self.assertEqual(
+            run_checks.worker_dir("/run", 2), "/run/workers/worker-2"
+        )
 
     @parameterized.parameters("mixed_bfloat16", "mixed_float16")
     def test_mixed_precision_step_with_xla(self, policy):
@@ -933,7 +1025,9 @@ class TrainerTest(TestCase):
         before = model.get_weights()
         logs = model.train_on_batch(features, labels, return_dict=True)
         self.assertTrue(np.isfinite(logs["loss"]))
-        self.assertEqual(model.get_layer("decoder").compute_dtype, policy.split("_")[1])
+        self.assertEqual(
+            model.get_layer("decoder").compute_dtype, policy.split("_")[1]
+        )
         self.assertTrue(all(w.dtype == "float32" for w in model.weights))
         self.assertEqual(model(features).dtype, "float32")
         self.assertEqual(

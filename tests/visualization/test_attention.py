@@ -92,7 +92,8 @@ class AttentionMapsTest(TestCase):
                 f"Encoder self-attention, layer {number}",
             )
             self.assertAllClose(
-                figure.axes[0].images[0].get_array(), maps.encoder[number - 1][0]
+                figure.axes[0].images[0].get_array(),
+                maps.encoder[number - 1][0],
             )
 
     def test_bad_kind_and_layer_are_named(self):
@@ -128,7 +129,8 @@ class AttentionMapsTest(TestCase):
         # tests pass its target.)
         for sentence in ("", " \u00a0 ", SENTENCE):
             with self.assertRaisesRegex(
-                ValueError, r"plotting needs 1 to 11 \(the model's max_length - 1\)"
+                ValueError,
+                r"plotting needs 1 to 11 \(the model's max_length - 1\)",
             ):
                 attention.attention_maps(self.model, self.tokenizer, sentence)
 
@@ -144,7 +146,9 @@ class AttentionMapsTest(TestCase):
                 f"shorter translation. Received: len(target_ids)={len(target_ids)}"
             ),
         ):
-            attention.attention_maps(model, self.tokenizer, "The cat.", target_ids)
+            attention.attention_maps(
+                model, self.tokenizer, "The cat.", target_ids
+            )
         # Sinusoids go on: the same target is plotted.
         maps = attention.attention_maps(
             self.model, self.tokenizer, "The cat.", target_ids
@@ -163,7 +167,9 @@ class PlotAttentionCommandTest(TestCase):
             stderr = io.StringIO()
             flag_values = flags.FlagValues()
             plot_attention.define_flags(flag_values)
-            flag_values(["plot_attention", f"--model={model}", "--sentence=Hello ."])
+            flag_values(
+                ["plot_attention", f"--model={model}", "--sentence=Hello ."]
+            )
             with contextlib.redirect_stderr(stderr):
                 status = plot_attention.main(["plot_attention"], flag_values)
             self.assertEqual(status, 1)
