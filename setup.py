@@ -51,7 +51,8 @@ setuptools.setup(
             "keras-transformer-average-checkpoints = "
             "keras_transformer.average_checkpoints:run",
             "keras-transformer-demo = keras_transformer.demo:run",
-            "keras-transformer-plot-attention = keras_transformer.plot_attention:run",
+            "keras-transformer-plot-attention = "
+            "keras_transformer.plot_attention:run",
         ],
     },
     extras_require={

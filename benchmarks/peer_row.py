@@ -56,7 +56,8 @@ def extra_args(parser):
 
 
 def body(args):
-    # First: the package sets TensorFlow's environment (backend, oneDNN kernels).
+    # First: the package sets TensorFlow's environment (backend, oneDNN
+    # kernels).
     import keras_transformer  # noqa: I001
     import keras
     import numpy as np

@@ -63,7 +63,9 @@ def main(argv):
                 "benchmark": "train_step",
                 "config": FLAGS.config,
                 "jit_compile": FLAGS.jit_compile,
-                "gradient_accumulation_steps": FLAGS.gradient_accumulation_steps,
+                "gradient_accumulation_steps": (
+                    FLAGS.gradient_accumulation_steps
+                ),
                 "threads": FLAGS.threads,
                 "params": model.count_params(),
                 "median_s": round(median, 4),

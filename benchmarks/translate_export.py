@@ -28,7 +28,8 @@ flags.DEFINE_string(
 )
 flags.DEFINE_list("batch_sizes", ["1", "8", "32"], "Sentences per call.")
 flags.DEFINE_integer("num_sentences", 128, "Test sentences translated.")
-define_threads_flag()  # As the translate command (keras_transformer/translate.py).
+# As the translate command (keras_transformer/translate.py).
+define_threads_flag()
 FLAGS = flags.FLAGS
 
 

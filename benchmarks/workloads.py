@@ -112,7 +112,8 @@ class FixedLengthDecoder(tf.Module):
             tf.fill([batch], DECODE["steps"]),
             max_decode_steps=DECODE["steps"],
             eos_id=-1,  # Never generated: every hypothesis runs all steps.
-            # XLA needs fixed-size caches; without it, in-place ones copy nothing.
+            # XLA needs fixed-size caches; without it, in-place ones copy
+            # nothing.
             fixed_size=self.jit_compile,
             # As `Translator` does: side by side searches without XLA.
             parallel_searches=(

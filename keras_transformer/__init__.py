@@ -3,11 +3,12 @@
 import os
 
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-# TensorFlow turns its oneDNN kernels on by itself only on CPUs with AVX512-VNNI,
-# AVX512-BF16, AVX-VNNI or AMX; on others (an AMD Zen 3 without AVX-512) they
-# still trained 1.1-1.3x faster than its Eigen kernels (benchmarks/PERFORMANCE.md).
-# Read when TensorFlow is first imported, so this acts only if keras_transformer
-# is imported first; TF_ENABLE_ONEDNN_OPTS=0 keeps TensorFlow's kernels.
+# TensorFlow turns its oneDNN kernels on by itself only on CPUs with
+# AVX512-VNNI, AVX512-BF16, AVX-VNNI or AMX; on others (an AMD Zen 3 without
+# AVX-512) they still trained 1.1-1.3x faster than its Eigen kernels
+# (benchmarks/PERFORMANCE.md). Read when TensorFlow is first imported, so this
+# acts only if keras_transformer is imported first; TF_ENABLE_ONEDNN_OPTS=0
+# keeps TensorFlow's kernels.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
 # `training` registers the optimizer, schedule, loss and metrics with Keras,

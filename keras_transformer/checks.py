@@ -63,7 +63,8 @@ def check_positive_number(name, value):
     real number > 0 (not a bool, a string, NaN or infinity)."""
     if not is_real(value) or not (math.isfinite(value) and value > 0):
         raise ValueError(
-            f"`{name}` must be a positive finite number. Received: {name}={value!r}"
+            f"`{name}` must be a positive finite number. "
+            f"Received: {name}={value!r}"
         )
     return float(value)
 

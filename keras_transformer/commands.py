@@ -56,7 +56,8 @@ def progress_printer(stream=None):
         filled = width * done // max(total, 1)
         end = "\n" if done >= total else ""
         out.write(
-            f"\r[{'=' * filled}{'.' * (width - filled)}] {done}/{total} sentences{end}"
+            f"\r[{'=' * filled}{'.' * (width - filled)}] "
+            f"{done}/{total} sentences{end}"
         )
         out.flush()
 

@@ -102,7 +102,9 @@ class TransformerConfig:
         self._check_int(
             "max_length",
             minimum=2,
-            reason=" (a sentence holds a token and EOS, a target BOS and a token)",
+            reason=(
+                " (a sentence holds a token and EOS, a target BOS and a token)"
+            ),
         )
         if (self.key_dim is None or self.value_dim is None) and (
             self.d_model % self.num_heads

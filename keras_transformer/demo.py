@@ -195,7 +195,8 @@ def check_export_path(export_path, model_dir):
             f"{export_path} exists and is not an export of this demo's "
             "--model_dir; the demo replaces only its own exports. Pass "
             "another --export_dir, or remove that version. "
-            f"Received: export_dir={os.path.dirname(os.path.dirname(export_path))}"
+            "Received: "
+            f"export_dir={os.path.dirname(os.path.dirname(export_path))}"
         )
     serving.check_export_path(export_path, overwrite=True)
 

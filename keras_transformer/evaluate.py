@@ -9,12 +9,13 @@ r"""Translates a test set and reports sacreBLEU, chrF and the paper's BLEU.
 one) or an exported SavedModel; the languages default to those of the
 training run (its settings.json), which flags must not contradict. Prints
 the sacreBLEU signature to stderr and one JSON line on stdout: bleu, chrf,
-signature, chrf_signature, num_sentences and tokenized_bleu — the paper's Table 2 metric,
-BLEU on Moses-tokenized text, for German targets with compounds split
-(`##AT##-##AT##`, as tensor2tensor's get_ende_bleu.sh); null for Chinese,
-Japanese and Korean targets; tokenized_bleu_signature says which. See
-`keras_transformer/evaluation.py`. Empty references or translations of
-sentences that are not empty are counted in a warning on stderr.
+signature, chrf_signature, num_sentences and tokenized_bleu — the paper's
+Table 2 metric, BLEU on Moses-tokenized text, for German targets with
+compounds split (`##AT##-##AT##`, as tensor2tensor's get_ende_bleu.sh); null
+for Chinese, Japanese and Korean targets; tokenized_bleu_signature says
+which. See `keras_transformer/evaluation.py`. Empty references or
+translations of sentences that are not empty are counted in a warning on
+stderr.
 """
 
 import json
@@ -81,10 +82,10 @@ def define_flags(flag_values=FLAGS):
 
 
 def _run_files(model: str) -> list[tuple[str, str, str]]:
-    """The files of `model`'s training run (`inference.run_folder`) that a rerun or
-    a resumption reads, as (flag, path, what): its settings, vocabulary and
-    models, and everything in its checkpoints, backup and logs folders (the
-    layout of `keras_transformer/training/trainer.py`)."""
+    """The files of `model`'s training run (`inference.run_folder`) that a
+    rerun or a resumption reads, as (flag, path, what): its settings,
+    vocabulary and models, and everything in its checkpoints, backup and logs
+    folders (the layout of `keras_transformer/training/trainer.py`)."""
     from keras_transformer import inference
 
     folder = inference.run_folder(model)
@@ -167,9 +168,10 @@ def _languages(flag_values) -> tuple[str, str]:
     ):
         given = " ".join(f"--{name}={value}" for name, value in passed.items())
         raise ValueError(
-            f"The model was trained {trained['src_lang']}->{trained['tgt_lang']} "
-            f"({where}) but {given}; drop the "
-            f"flags or correct them. Received: model={flag_values.model}"
+            "The model was trained "
+            f"{trained['src_lang']}->{trained['tgt_lang']} ({where}) but "
+            f"{given}; drop the flags or correct them. Received: "
+            f"model={flag_values.model}"
         )
     return trained["src_lang"], trained["tgt_lang"]
 
@@ -197,7 +199,8 @@ def _check_test_set_flags(flag_values) -> None:
         )
     if ref and not src:
         raise ValueError(
-            f"`--ref` needs `--src`, the source sentences to translate. {received}"
+            "`--ref` needs `--src`, the source "
+            f"sentences to translate. {received}"
         )
     if not src:
         raise ValueError(f"Pass --src and --ref files, or --data. {received}")
@@ -327,7 +330,8 @@ def _open_output(path: str):
     except OSError as error:
         raise type(error)(
             f"Cannot write --output ({error.strerror}); its directory must "
-            f"exist (it is not created) and be writable. Received: output={path}"
+            "exist (it is not created) and be writable. "
+            f"Received: output={path}"
         ) from None
 
 
@@ -440,7 +444,10 @@ def main(argv, flag_values=FLAGS):
         + (
             "n/a (no spaces between words)"
             if scores.tokenized_bleu is None
-            else f"{scores.tokenized_bleu:.2f} ({scores.tokenized_bleu_signature})"
+            else (
+                f"{scores.tokenized_bleu:.2f} "
+                f"({scores.tokenized_bleu_signature})"
+            )
         ),
         file=sys.stderr,
     )

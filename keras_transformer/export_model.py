@@ -56,8 +56,8 @@ def define_flags(flag_values=FLAGS):
         "vocab",
         None,
         "Sentencepiece model; default: the one beside the --checkpoint "
-        "files (as in their run's directory), else the vocab.model (or one *.model) in "
-        "model_dir.",
+        "files (as in their run's directory), "
+        "else the vocab.model (or one *.model) in model_dir.",
         flag_values=flag_values,
     )
     flags.DEFINE_string(
@@ -99,18 +99,18 @@ def define_flags(flag_values=FLAGS):
     flags.DEFINE_bool(
         "jit_compile",
         False,
-        "Decode with XLA (on CPU faster only for single sentences; from 8 sentences on "
-        "slower than the stock export served with one intra-op thread: "
-        "export/README.md). TF Serving then needs "
+        "Decode with XLA (on CPU faster only for single sentences; from 8 "
+        "sentences on slower than the stock export served with one intra-op "
+        "thread: export/README.md). TF Serving then needs "
         "--xla_cpu_compilation_enabled=true on CPU; stock settings reject it.",
         flag_values=flag_values,
     )
     flags.DEFINE_integer(
         "parallel_searches",
         translator_lib.DEFAULT_PARALLEL_SEARCHES,
-        "Without --jit_compile, split each batch into this many beam searches that "
-        "run side by side (same results; faster on CPU at batches of 8 and more); "
-        "1 searches the whole batch at once.",
+        "Without --jit_compile, split each batch into this many beam searches "
+        "that run side by side (same results; faster on CPU at batches of 8 "
+        "and more); 1 searches the whole batch at once.",
         lower_bound=1,
         flag_values=flag_values,
     )
@@ -286,8 +286,8 @@ def export(
         hint = inference.unfinished_run_hint(model_dir)
         if hint and not tf.io.gfile.exists(checkpoints[0]):
             raise FileNotFoundError(
-                f"--model_dir holds no {model_files.MODEL_FILE}.{hint} Pass it as "
-                f"--checkpoint. Received: model_dir={model_dir}"
+                f"--model_dir holds no {model_files.MODEL_FILE}.{hint} Pass it "
+                f"as --checkpoint. Received: model_dir={model_dir}"
             )
     if vocab:
         for checkpoint in checkpoints:

@@ -245,8 +245,8 @@ def _check_run_vocab(checkpoint, vocab) -> None:
         return
     if pieces and pieces != vocabulary_pieces(own):
         raise ValueError(
-            "`vocab` (--vocab) is not the vocabulary the model was trained with: "
-            f"its training run wrote {own}, whose pieces differ. Drop "
+            "`vocab` (--vocab) is not the vocabulary the model was trained "
+            f"with: its training run wrote {own}, whose pieces differ. Drop "
             "`vocab` to use the run's own (or pass a copy of it). "
             f"Received: vocab={vocab}, model={checkpoint}"
         )
@@ -272,8 +272,8 @@ def unfinished_run_hint(model_dir: str) -> str:
 def _check_translation_signature(loaded, export: str) -> None:
     """Fails unless `loaded` (the SavedModel at `export`) has a
     `serving_default` signature taking `inputs`, a batch of strings, as
-    `keras_transformer.export_model` writes it: another program's SavedModel gives
-    a KeyError or a TypeError traceback from TensorFlow otherwise."""
+    `keras_transformer.export_model` writes it: another program's SavedModel
+    gives a KeyError or a TypeError traceback from TensorFlow otherwise."""
     signatures = loaded.signatures
     if serving.DEFAULT_SIGNATURE not in signatures:
         raise ValueError(
@@ -324,9 +324,9 @@ def load_translator(
         if export and vocab:
             # An export holds its tokenizer: the flag would be ignored.
             raise ValueError(
-                "`vocab` (--vocab) applies to `.keras` models; a SavedModel holds "
-                "its own tokenizer, so drop `vocab` (or pass the .keras model). "
-                f"Received: model={path}, vocab={vocab}"
+                "`vocab` (--vocab) applies to `.keras` models; a SavedModel "
+                "holds its own tokenizer, so drop `vocab` (or pass the .keras "
+                f"model). Received: model={path}, vocab={vocab}"
             )
         if export:
             loaded = serving.load_exported(export)

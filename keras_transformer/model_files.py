@@ -50,7 +50,8 @@ def check_model_file(path: str) -> None:
             whole = file.size() >= 22 and zipfile.is_zipfile(file)
     except tf.errors.OpError as error:
         raise ValueError(
-            f"The model file cannot be read ({error.message}). Received: path={path}"
+            f"The model file cannot be read ({error.message}). "
+            f"Received: path={path}"
         ) from None
     if magic != _ZIP_MAGIC:
         raise ValueError(
@@ -121,7 +122,8 @@ def find_vocab(model_dir: str) -> str:
     if not found:
         raise FileNotFoundError(
             "No sentencepiece `*.model` vocabulary in the model directory; "
-            f"pass its path as `vocab` (--vocab). Received: model_dir={model_dir}"
+            "pass its path as `vocab` (--vocab). "
+            f"Received: model_dir={model_dir}"
         )
     if len(found) > 1:
         names = ", ".join(os.path.basename(path) for path in found)

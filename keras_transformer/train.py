@@ -79,7 +79,8 @@ def define_flags(flag_values=FLAGS):
     flags.DEFINE_integer(
         "vocab_size",
         None,
-        "Shared subword vocabulary size (default 37000 en-de, 32000 en-fr, 2000 demo).",
+        "Shared subword vocabulary size (default "
+        "37000 en-de, 32000 en-fr, 2000 demo).",
         lower_bound=tokens.MIN_VOCAB_SIZE,
         **fv,
     )
@@ -159,7 +160,8 @@ def define_flags(flag_values=FLAGS):
         "strategy",
         "default",
         distribution.STRATEGIES,
-        "tf.distribute strategy; multi_worker reads TF_CONFIG, tpu needs --tpu.",
+        "tf.distribute strategy; multi_worker "
+        "reads TF_CONFIG, tpu needs --tpu.",
         **fv,
     )
     flags.DEFINE_string(

@@ -135,8 +135,8 @@ class ConsoleScriptsTest(TestCase):
         ):
             module, _, function = scripts[command].partition(":")
             code = (
-                f"import sys; sys.argv = ['/venv/bin/{command}', '--helpshort']; "
-                f"from {module} import {function}; {function}()"
+                f"import sys; sys.argv = ['/venv/bin/{command}', "
+                f"'--helpshort']; from {module} import {function}; {function}()"
             )
             result = subprocess.run(
                 [sys.executable, "-c", code],
@@ -159,7 +159,8 @@ class ConsoleScriptsTest(TestCase):
 
 
 @pytest.mark.slow
-# One worker runs the whole class: its setUpClass saves and exports a model, once.
+# One worker runs the whole class: its setUpClass saves and exports a model,
+# once.
 @pytest.mark.xdist_group("commands")
 class CommandsTest(TestCase):
     @classmethod
@@ -403,7 +404,8 @@ class CommandsTest(TestCase):
         )
         self.assertEqual(no_vocab.returncode, 1)
         self.assertIn(
-            f"translate: error: Sentencepiece model file {missing_vocab} does not exist",
+            "translate: error: Sentencepiece model "
+            f"file {missing_vocab} does not exist",
             no_vocab.stderr,
         )
 

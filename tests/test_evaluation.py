@@ -625,8 +625,9 @@ class EvaluateCommandTest(TestCase):
                 f"--ref={self.ref}",
                 "--tgt_lang=de",
             ],
-            f"The model was trained en->fr ({version}/assets.extra/languages.json) "
-            f"but --tgt_lang=de; drop the flags or correct them. Received: model={base}",
+            "The model was trained en->fr "
+            f"({version}/assets.extra/languages.json) but --tgt_lang=de; drop "
+            f"the flags or correct them. Received: model={base}",
         )
         # Without a record (an export of a model trained elsewhere), the
         # flags as given, with a warning if none is.
@@ -666,8 +667,8 @@ class EvaluateCommandTest(TestCase):
             self.assert_one_line_error(
                 [f"--model={model}", *data, *languages],
                 "The model was trained de->en ("
-                f"{self.model_dir}/settings.json) but {' '.join(languages)}; drop the flags "
-                f"or correct them. Received: model={model}",
+                f"{self.model_dir}/settings.json) but {' '.join(languages)}; "
+                f"drop the flags or correct them. Received: model={model}",
             )
 
     def test_settings_that_are_not_json_are_a_clear_error(self):
@@ -681,8 +682,8 @@ class EvaluateCommandTest(TestCase):
                 f"--ref={self.ref}",
             ],
             "The training run's settings.json is not valid JSON (Expecting "
-            "property name enclosed in double quotes: line 1 column 2 (char 1)); "
-            f"repair or delete it. Received: {path}",
+            "property name enclosed in double quotes: line 1 column 2 "
+            f"(char 1)); repair or delete it. Received: {path}",
         )
 
     def test_tokenized_bleu_is_scored_in_the_target_language(self):

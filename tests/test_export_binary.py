@@ -127,9 +127,9 @@ class ExportBinaryTest(TestCase):
         with self.assertRaisesRegex(
             ValueError,
             re.escape(
-                "--warmup_file gives the sentences of the warmup requests, which "
-                "--nowarmup turns off; drop one of them. "
-                f"Received: warmup_file={missing}, warmup=False"
+                "--warmup_file gives the sentences of the warmup requests, "
+                "which --nowarmup turns off; drop one of them. Received: "
+                f"warmup_file={missing}, warmup=False"
             ),
         ):
             export(
@@ -142,7 +142,8 @@ class ExportBinaryTest(TestCase):
             FileNotFoundError,
             re.escape(
                 f"The --warmup_file file {missing} does not exist. Pass a text "
-                f"file of sentences, one per line. Received: warmup_file={missing}"
+                "file of sentences, one per line. "
+                f"Received: warmup_file={missing}"
             ),
         ):
             export(
@@ -261,9 +262,10 @@ class ExportBinaryTest(TestCase):
             self.assertRaisesRegex(
                 PermissionError,
                 re.escape(
-                    f"{folder} cannot be written, so the export directory cannot "
-                    "be created in it; pass a writable export base (--export_dir). "
-                    f"Received: path={os.path.join(base, 'm', '1')}"
+                    f"{folder} cannot be written, so the export directory "
+                    "cannot be created in it; pass a writable export base "
+                    "(--export_dir). Received: "
+                    f"path={os.path.join(base, 'm', '1')}"
                 ),
             ),
         ):
@@ -333,8 +335,8 @@ class ExportBinaryTest(TestCase):
             ValueError,
             re.escape(
                 "The file is not a `.keras` model (a zip archive), e.g. a "
-                "vocabulary or a truncated copy; pass the `.keras` file written "
-                f"by training. Received: path={vocab}"
+                "vocabulary or a truncated copy; pass the `.keras` file "
+                f"written by training. Received: path={vocab}"
             ),
         ):
             export(checkpoints=[vocab], vocab=vocab)
@@ -342,8 +344,8 @@ class ExportBinaryTest(TestCase):
             IsADirectoryError,
             re.escape(
                 "The model path is a directory, not a `.keras` file; pass the "
-                "`.keras` file written by training (e.g. <model_dir>/model.keras). "
-                f"Received: path={folder}"
+                "`.keras` file written by training (e.g. "
+                f"<model_dir>/model.keras). Received: path={folder}"
             ),
         ):
             export(checkpoints=[folder], vocab=vocab)
@@ -467,7 +469,8 @@ class ExportBinaryTest(TestCase):
                     [f"--model_dir={missing}"],
                     (
                         "The --model_dir directory does not exist; pass the "
-                        f"directory that training wrote. Received: model_dir={missing}"
+                        "directory that training wrote. "
+                        f"Received: model_dir={missing}"
                     ),
                 ),
                 (
@@ -477,8 +480,8 @@ class ExportBinaryTest(TestCase):
                         "--version=1",
                     ],
                     (
-                        "The export directory already exists; choose a new `version` "
-                        "or pass overwrite=True (--overwrite). "
+                        "The export directory already exists; choose a new "
+                        "`version` or pass overwrite=True (--overwrite). "
                         f"Received: path={os.path.join(export_dir, 'm', '1')}"
                     ),
                 ),

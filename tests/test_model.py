@@ -346,7 +346,7 @@ class TransformerModelTest(TestCase):
             self.call(restored, source, target),
         )
 
-    def test_logged_loss_is_the_mean_of_the_steps_on_a_dataset_of_unknown_length(
+    def test_logged_loss_is_the_mean_of_the_steps_on_a_dataset_of_unknown_length(  # noqa: E501
         self,
     ):
         # Without XLA, the call where the dataset runs out counted a step of

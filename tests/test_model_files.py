@@ -40,7 +40,8 @@ class ModelFilesTest(TestCase):
         with self.assertRaisesRegex(
             FileNotFoundError,
             re.escape(
-                f"pass its path as `vocab` (--vocab). Received: model_dir={empty}"
+                "pass its path as `vocab` (--vocab). "
+                f"Received: model_dir={empty}"
             ),
         ):
             model_files.find_vocab(empty)

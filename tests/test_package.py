@@ -9,7 +9,8 @@ import pytest
 _REPORT_ONEDNN = (
     "import keras_transformer, os\n"
     "from tensorflow.python.util import _pywrap_util_port\n"
-    "print(os.environ['TF_ENABLE_ONEDNN_OPTS'], _pywrap_util_port.IsMklEnabled())\n"
+    "print(os.environ['TF_ENABLE_ONEDNN_OPTS'], "
+    "_pywrap_util_port.IsMklEnabled())\n"
 )
 
 

@@ -29,7 +29,8 @@ def run_peers(tmp_path, order=None, installed=True, rounds=None):
     # The runner records the plan, the link to our row and the output file.
     (harness / "run_peers.sh").write_text(
         'cp "$PLAN" "$PLAN_COPY"\n'
-        'readlink "$(dirname "$0")/peers/keras_transformer_peer.py" > "$PLAN_COPY.link"\n'
+        'readlink "$(dirname "$0")/peers/keras_transformer_peer.py" '
+        '> "$PLAN_COPY.link"\n'
         'echo "$BENCH_OUT" > "$PLAN_COPY.out"\n'
     )
     python = tmp_path / "venv" / "bin" / "python"
@@ -83,7 +84,8 @@ def test_rows_run_grouped_by_workload_ours_last(tmp_path):
     )
     # The decoding row the targets compare comes first among ours.
     assert rows[groups.index(("small", "decode")) + 1] == (
-        "ours keras_transformer_peer.py small decode --saved_model --intra_op_threads=1"
+        "ours keras_transformer_peer.py small "
+        "decode --saved_model --intra_op_threads=1"
     )
     with open(SCRIPT.replace("run_peers.sh", "peer_plan.txt")) as ours:
         expected = [line for line in ours if line.strip() and line[0] != "#"]

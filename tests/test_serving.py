@@ -355,7 +355,8 @@ class ExportTest(TestCase):
                     tf.errors.InvalidArgumentError,
                     f"Shape of tensor _arg_{signature}_{name}_\\S* "
                     + re.escape(
-                        f"{shape} is not compatible with expected shape {expected}"
+                        f"{shape} is not compatible "
+                        f"with expected shape {expected}"
                     ),
                 ):
                     run(signature, feeds)
@@ -573,8 +574,8 @@ class ServingHelpersTest(TestCase):
         with self.assertRaisesRegex(
             FileNotFoundError,
             re.escape(
-                "No sentencepiece `*.model` vocabulary beside the model; pass its "
-                f"path as `vocab` (--vocab). Received: model={model}"
+                "No sentencepiece `*.model` vocabulary beside the model; pass "
+                f"its path as `vocab` (--vocab). Received: model={model}"
             ),
         ):
             inference.vocab_beside(model, None)
@@ -617,10 +618,10 @@ class ServingHelpersTest(TestCase):
             with self.assertRaisesRegex(
                 ValueError,
                 re.escape(
-                    "`vocab` (--vocab) is not the vocabulary the model was trained with: "
-                    f"its training run wrote {own}, whose pieces differ. Drop "
-                    "`vocab` to use the run's own (or pass a copy of it). "
-                    f"Received: vocab={other}, model={model}"
+                    "`vocab` (--vocab) is not the vocabulary the model was "
+                    f"trained with: its training run wrote {own}, whose pieces "
+                    "differ. Drop `vocab` to use the run's own (or pass a copy "
+                    f"of it). Received: vocab={other}, model={model}"
                 ),
             ):
                 inference.vocab_beside(model, other)
@@ -656,8 +657,8 @@ class ServingHelpersTest(TestCase):
             with self.assertRaisesRegex(
                 ValueError,
                 re.escape(
-                    f"{message}; pass one written by keras_transformer.export_model. "
-                    f"Received: model={path}"
+                    f"{message}; pass one written by "
+                    f"keras_transformer.export_model. Received: model={path}"
                 ),
             ):
                 inference.load_translator(os.path.dirname(path))

@@ -56,7 +56,8 @@ def render_rc(workspace: Path, python: Path) -> str:
                 f"Received: workspace={workspace}"
             )
         lines.append(
-            f"common:{CONFIG_NAME} --override_repository={repository}={directory}"
+            f"common:{CONFIG_NAME} "
+            f"--override_repository={repository}={directory}"
         )
     lines.append(f"build:{CONFIG_NAME} --python_path={python}")
     return "\n".join(lines) + "\n"

@@ -394,9 +394,9 @@ def _add_specials(source, target, max_length):
             f"An example holds padding ({tokens.PAD_ID}), BOS "
             f"({tokens.BOS_ID}), EOS ({tokens.EOS_ID}) or a negative id; the "
             "examples are ids without specials, which token_batches pads and "
-            "adds BOS and EOS to itself. Pass the ids of each sentence unpadded "
-            "(e.g. tf.data.Dataset.from_tensor_slices of ragged tensors, or "
-            "a PairsInMemory) and without BOS/EOS."
+            "adds BOS and EOS to itself. Pass the ids of each sentence "
+            "unpadded (e.g. tf.data.Dataset.from_tensor_slices of ragged "
+            "tensors, or a PairsInMemory) and without BOS/EOS."
         ),
     )
     with tf.control_dependencies([check, no_specials]):
@@ -528,9 +528,10 @@ def distributed_dataset_fn(
         pipelines = input_context.num_input_pipelines
         if num_examples is not None and num_examples < pipelines:
             raise ValueError(
-                f"{num_examples} training pairs cannot be shared by {pipelines} "
-                "input pipelines (workers): each needs at least one. Use more "
-                f"data or fewer workers. Received: num_examples={num_examples}"
+                f"{num_examples} training pairs cannot be shared by "
+                f"{pipelines} input pipelines (workers): each needs at least "
+                "one. Use more data or fewer workers. Received: "
+                f"num_examples={num_examples}"
             )
         shard = examples.shard(
             input_context.num_input_pipelines,

@@ -449,7 +449,8 @@ def sample_sentence(rng: random.Random) -> Sentence:
 def _check_count(name, value, minimum=0):
     if not is_integer(value) or value < minimum:
         raise ValueError(
-            f"`{name}` must be an integer >= {minimum}. Received: {name}={value!r}"
+            f"`{name}` must be an integer >= {minimum}. "
+            f"Received: {name}={value!r}"
         )
 
 

@@ -204,7 +204,8 @@ def default_vocab_size(
         raise ValueError(
             "There is no default vocabulary size for this language pair "
             "(only en-de: 37000 and en-fr: 32000); set it with `vocab_size` "
-            f"(--vocab_size). Received: src_lang={src_lang}, tgt_lang={tgt_lang}"
+            "(--vocab_size). Received: "
+            f"src_lang={src_lang}, tgt_lang={tgt_lang}"
         )
     return size
 

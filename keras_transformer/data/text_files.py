@@ -232,7 +232,8 @@ def check_file(path: str, what: str, hint: str, argument: str = "path") -> None:
                     )
                     break
             raise FileNotFoundError(
-                f"{what} {path} does not exist. {hint} Received: {argument}={path}"
+                f"{what} {path} does not exist. "
+                f"{hint} Received: {argument}={path}"
             )
         if tf.io.gfile.isdir(path):
             raise ValueError(

@@ -72,7 +72,8 @@ def load_tfds_split(
     """
     if split not in TFDS_SPLITS:
         raise ValueError(
-            f"`split` must be one of {sorted(TFDS_SPLITS)}. Received: split={split}"
+            f"`split` must be one of {sorted(TFDS_SPLITS)}. "
+            f"Received: split={split}"
         )
     try:
         builder = tfds.builder(name, data_dir=data_dir)
@@ -146,7 +147,8 @@ def load_tfds_split(
             )
         raise FileNotFoundError(
             f"The TFDS dataset {name} is not prepared in {root}{partial}, and "
-            "nothing is downloaded at run time. On a machine with internet run\n"
+            "nothing is downloaded at run time. "
+            "On a machine with internet run\n"
             f"  tfds build {name} --data_dir={root}\n"
             f'or tfds.builder("{name}", data_dir="{root}")'
             ".download_and_prepare(), then copy that folder here and pass it "

@@ -36,9 +36,9 @@ def check_vocab_size(vocab_size) -> int:
     if not is_integer(vocab_size) or vocab_size < tokens.MIN_VOCAB_SIZE:
         raise ValueError(
             f"`vocab_size` must be an integer >= {tokens.MIN_VOCAB_SIZE} "
-            f"({tokens.NUM_SPECIAL_TOKENS} special ids, {tokens.NUM_BYTE_PIECES} byte "
-            "pieces and at least one character). "
-            f"Received: vocab_size={vocab_size!r}"
+            f"({tokens.NUM_SPECIAL_TOKENS} special ids, "
+            f"{tokens.NUM_BYTE_PIECES} byte pieces and at least one "
+            f"character). Received: vocab_size={vocab_size!r}"
         )
     return int(vocab_size)
 
@@ -312,7 +312,8 @@ class SubwordTokenizer(tf.Module):
         proto = text_files.read_file(
             path,
             "Sentencepiece model file",
-            "Pass the `.model` file written by training (e.g. MODEL_DIR/vocab.model).",
+            "Pass the `.model` file written by training (e.g. "
+            "MODEL_DIR/vocab.model).",
         )
         not_a_model = ValueError(
             "The file is not a sentencepiece model; pass the `.model` file "

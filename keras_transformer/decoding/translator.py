@@ -225,7 +225,8 @@ class Translator(tf.Module):
             raise ValueError(
                 "`beam_size` must be at most the vocabulary size: beam search "
                 "takes the top K of the V next tokens. Lower `beam_size`. "
-                f"Received: beam_size={beam_size}, vocab_size={config.vocab_size}"
+                f"Received: beam_size={beam_size}, "
+                f"vocab_size={config.vocab_size}"
             )
         # No output is longer than max_length: limits saturate at it.
         alpha = check_alpha(alpha, config.max_length)
@@ -324,7 +325,8 @@ class Translator(tf.Module):
             ),
             _check(
                 (num_hypotheses >= 1) & (num_hypotheses <= self.beam_size),
-                f"`num_hypotheses` must be in [1, {self.beam_size}] (the beam size).",
+                "`num_hypotheses` must be in [1, "
+                f"{self.beam_size}] (the beam size).",
                 "num_hypotheses",
                 num_hypotheses,
             ),
@@ -779,7 +781,8 @@ _CUT_SHORT = {
     "truncated": (
         "%d of %d sentences are longer than the model's input limit "
         "(max_length - 1 subword tokens) and were translated from their first "
-        "tokens only: sentences %s (1-based). Split them to translate them whole."
+        "tokens only: sentences %s (1-based). "
+        "Split them to translate them whole."
     ),
     "reached_length_limit": (
         "%d of %d translations stopped at their length limit (input length + "

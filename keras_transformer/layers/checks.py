@@ -17,7 +17,8 @@ def check_sequence_shape(layer, argument, shape):
             f"{layer} takes `{argument}` of shape [batch, length, width] with "
             "a known width (e.g. the output of an Embedding, or "
             "keras.Input((None, d_model))). "
-            f"Received: {argument} of shape {None if shape is None else tuple(shape)}"
+            f"Received: {argument} of shape "
+            f"{None if shape is None else tuple(shape)}"
         )
 
 

@@ -1,4 +1,5 @@
-"""Positional encodings: the paper's sinusoids (section 3.5) and a learned table.
+"""Positional encodings: the paper's sinusoids (section 3.5) and a learned
+table.
 
 Shape legend: B batch, T sequence length, D d_model.
 """

@@ -105,10 +105,10 @@ def check_output(output: str, model_dir: str) -> None:
 
     Raises:
         ValueError: if `output` does not end in ".keras" (what evaluation
-            and export read), is a directory, its directory does not exist or is not
-            writable, or it is one of the run's checkpoints or its final
-            model (`model.keras`, what translate, evaluate and export read
-            from the run's directory).
+            and export read), is a directory, its directory does not exist or
+            is not writable, or it is one of the run's checkpoints or its
+            final model (`model.keras`, what translate, evaluate and export
+            read from the run's directory).
     """
     problem = None
     folder = os.path.dirname(files.absolute(output))

@@ -116,7 +116,10 @@ def create_strategy(
         visible = (
             f"the {len(gpus)} visible GPUs"
             if gpus
-            else f"the {len(devices)} logical CPU devices (TensorFlow sees no GPU)"
+            else (
+                f"the {len(devices)} logical CPU devices "
+                "(TensorFlow sees no GPU)"
+            )
         )
         raise ValueError(
             f"`num_gpus` must be between 0 (all) and {visible}; check "
@@ -205,7 +208,9 @@ def _multi_worker_strategy(startup_timeout: float):
             )
         ],
     )
-    eager_context.context().coordination_service.cluster_register_with_barrier = True
+    (
+        eager_context.context().coordination_service
+    ).cluster_register_with_barrier = True
     handler = signal.getsignal(signal.SIGTERM)
     # Python's Ctrl-C handler would run only after the wait, which holds the
     # GIL: the default action ends the process at once (nothing is trained
@@ -260,7 +265,8 @@ def lost_worker_error(
         return None
     message = getattr(error, "message", "")
     heartbeats = re.search(
-        r"stopped sending heartbeats\):\s*((?:/job:worker/replica:0/task:\d+\s*)*)",
+        r"stopped sending "
+        r"heartbeats\):\s*((?:/job:worker/replica:0/task:\d+\s*)*)",
         message,
     )
     if heartbeats:

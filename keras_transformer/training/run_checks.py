@@ -74,7 +74,8 @@ def check_run_settings(
     ):
         if not is_integer(value) or value < minimum:
             raise ValueError(
-                f"`{name}` must be an integer >= {minimum}. Received: {name}={value!r}"
+                f"`{name}` must be an integer >= {minimum}. "
+                f"Received: {name}={value!r}"
             )
     if bleu_every_steps and not bleu_max_sentences:
         raise ValueError(
@@ -153,8 +154,8 @@ def check_workers_resume_alike(steps: "list[int]", model_dir: str) -> None:
         f"The workers must resume from one step, but {where}: each restores "
         "the backup folder of its own directory (worker 0: "
         f"{os.path.join(model_dir, 'backup')}; worker N: "
-        f"{os.path.join(model_dir, 'workers', 'worker-N', 'backup')} on its own "
-        "machine), and some are missing or behind. Copy worker "
+        f"{os.path.join(model_dir, 'workers', 'worker-N', 'backup')} on its "
+        "own machine), and some are missing or behind. Copy worker "
         f"{furthest}'s backup folder to the others (the workers keep "
         "identical copies), or train in a new model_dir. Received: "
         f"model_dir={model_dir}, steps={steps}"
@@ -190,7 +191,8 @@ def check_workers_share_vocabulary(
         f"{vocab_file} from its own directory, or learns it from its own "
         "copy of the corpus. Give every worker the same corpus files, and "
         f"copy worker 0's {os.path.join(model_dir, vocab_file)} to the "
-        f"others' {os.path.join(model_dir, 'workers', 'worker-N', vocab_file)}. "
+        "others' "
+        f"{os.path.join(model_dir, 'workers', 'worker-N', vocab_file)}. "
         f"Received: model_dir={model_dir}"
     )
 
@@ -346,7 +348,8 @@ def check_model_dir_named(model_dir: str) -> None:
     if not model_dir.strip():
         raise ValueError(
             "`model_dir` is empty; name the run's directory (an empty one "
-            f"would be the working directory). Received: model_dir={model_dir!r}"
+            "would be the working directory). Received: "
+            f"model_dir={model_dir!r}"
         )
 
 

@@ -471,8 +471,8 @@ def run_training(
                     raise
         if lost is not None:
             # Outside the handler, the failed step's frames are garbage: among
-            # them a thread pool of TensorFlow's eager all-reduce, left open when
-            # it failed, whose collection at exit printed a traceback.
+            # them a thread pool of TensorFlow's eager all-reduce, left open
+            # when it failed, whose collection at exit printed a traceback.
             gc.collect()
             raise lost
         if nan_stop.nan_step is not None:

@@ -353,8 +353,8 @@ class TokenBatchesTest(test_case.TestCase):
         ):
             with self.assertRaisesRegex(
                 TypeError,
-                f"^`{arg}` must be a tf.RaggedTensor of each pair's ids without "
-                r"padding.*from_tensor\(ids, padding=0\)\). Received: "
+                f"^`{arg}` must be a tf.RaggedTensor of each pair's ids "
+                r"without padding.*from_tensor\(ids, padding=0\)\). Received: "
                 f"{arg} of type",
             ):
                 batching.PairsInMemory(source, target)

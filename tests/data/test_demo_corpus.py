@@ -301,8 +301,10 @@ class CorpusTest(TestCase):
         self.assertEqual(
             self.pairs[0],
             (
-                "When the doctors thank a hungry son, the son picks up the mouse.",
-                "Wenn die Ärzte einem hungrigen Sohn danken, holt der Sohn die Maus ab.",
+                "When the doctors thank a hungry son, "
+                "the son picks up the mouse.",
+                "Wenn die Ärzte einem hungrigen Sohn "
+                "danken, holt der Sohn die Maus ab.",
             ),
         )
         text = json.dumps(self.pairs, ensure_ascii=False).encode("utf-8")

@@ -109,8 +109,8 @@ class PipelineTest(test_case.TestCase):
         self.assertBetween(stats.padding_efficiency, 0.5, 1.0)
         self.assertIn(
             f"{len(fixtures.PAIRS) + 2} pairs read, {len(fixtures.PAIRS)} kept "
-            f"(1 dropped with an empty side (pair {len(fixtures.PAIRS) + 1}), 1 "
-            f"longer than max_length (pair {len(fixtures.PAIRS) + 2}))",
+            f"(1 dropped with an empty side (pair {len(fixtures.PAIRS) + 1}), "
+            f"1 longer than max_length (pair {len(fixtures.PAIRS) + 2}))",
             stats.describe(),
         )
         self.assertIn(

@@ -109,7 +109,8 @@ class ParseDataSpecTest(test_case.TestCase):
     def test_default_vocab_size_unknown_pair(self):
         with self.assertRaisesRegex(
             ValueError,
-            "no default vocabulary size.*--vocab_size.*Received: src_lang=en, tgt_lang=ro",
+            "no default vocabulary size.*--vocab_size.*Received: "
+            "src_lang=en, tgt_lang=ro",
         ):
             sources.default_vocab_size("en", "ro")
 
@@ -171,9 +172,10 @@ class LoadTextTest(test_case.TestCase):
             )
         self.assertRegex(
             logs.output[0],
-            f"The test split is read from {self.path('newstest2014.en')}: there "
-            f"is none marked '.tok' as {self.path('train.tok')} is "
-            rf"\({self.path('test.tok.en')}, {self.path('newstest2014.tok.en')}\)",
+            f"The test split is read from {self.path('newstest2014.en')}: "
+            f"there is none marked '.tok' as {self.path('train.tok')} is "
+            rf"\({self.path('test.tok.en')}, "
+            rf"{self.path('newstest2014.tok.en')}\)",
         )
         fixtures.write(self.path("train.bpe.tsv"), "a\tb\n")
         fixtures.write(self.path("test.bpe.tsv"), "c\td\n")
@@ -271,7 +273,8 @@ class LoadTextTest(test_case.TestCase):
             sources.load_split(spec, "validation", "en", "de")
         with self.assertRaisesRegex(
             ValueError,
-            "must be two different language codes.*Received: src_lang=en, tgt_lang=en",
+            "must be two different language codes.*"
+            "Received: src_lang=en, tgt_lang=en",
         ):
             sources.load_pairs(spec, "train", "en", "en")
 

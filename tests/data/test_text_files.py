@@ -70,7 +70,8 @@ class TextFilesTest(test_case.TestCase):
         path = self.write("train.de", "gut\nschön\n".encode() + b"sch\xf6n\n")
         with self.assertRaisesRegex(
             ValueError,
-            f"invalid UTF-8 in {path} line 3: byte .*iconv.*Received: path=.*line=3",
+            f"invalid UTF-8 in {path} line 3: "
+            "byte .*iconv.*Received: path=.*line=3",
         ):
             text_files.read_lines(path)
 
@@ -238,7 +239,8 @@ class TextFilesTest(test_case.TestCase):
         path = os.path.join(fixtures.tempdir(self), "train.fr")
         with self.assertRaisesRegex(
             FileNotFoundError,
-            f"Text corpus file {path} does not exist.*PREFIX.SRC_LANG.*Received: path=",
+            f"Text corpus file {path} does not exist.*"
+            "PREFIX.SRC_LANG.*Received: path=",
         ):
             text_files.read_parallel_files(path, path)
 
@@ -256,8 +258,8 @@ class TextFilesTest(test_case.TestCase):
         path = self.write("train.en" + extension, compress(text))
         with self.assertRaisesRegex(
             ValueError,
-            f"^{path} is {compression}-compressed, not text; decompress it first "
-            f"\\(e.g. `{tool} -k {path}`\\). Received: path={path}$",
+            f"^{path} is {compression}-compressed, not text; decompress it "
+            f"first \\(e.g. `{tool} -k {path}`\\). Received: path={path}$",
         ):
             text_files.read_lines(path)
         # `text:PREFIX` names the decompressed file: the compressed one is

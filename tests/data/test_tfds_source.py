@@ -160,7 +160,8 @@ class TfdsSourceTest(test_case.TestCase):
         with self.assertRaisesRegex(
             sources.MissingSplitError,
             f"^The TFDS dataset wmt14_translate/de-en in {data_dir} has no "
-            r"'validation' split \(the dev split\); it has \['test', 'train'\]\.",
+            r"'validation' split \(the dev split\); "
+            r"it has \['test', 'train'\]\.",
         ):
             sources.load_pairs(spec, "dev", "en", "de", data_dir)
 
@@ -257,21 +258,23 @@ class TfdsSourceTest(test_case.TestCase):
                 "shard cut",
                 damage(rewrite("*-validation.tfrecord*", cut=20)),
                 ValueError,
-                "^Reading the dev split of the TFDS dataset wmt14_translate/de-en "
-                "in .* failed: truncated record at 0' failed with Read less bytes "
-                r"than requested\. Damaged: \S*/wmt14_translate-validation\."
-                r"tfrecord-00000-of-00001 \(a record cut short or damaged\)\. Its "
-                "prepared files are damaged",
+                "^Reading the dev split of the TFDS dataset "
+                "wmt14_translate/de-en in .* failed: truncated record at 0' "
+                r"failed with Read less bytes than requested\. Damaged: "
+                r"\S*/wmt14_translate-validation\.tfrecord-00000-of-00001 "
+                r"\(a record cut short or damaged\)\. "
+                "Its prepared files are damaged",
             ),
             (
                 # TFDS's own length check fails: the file reads cleanly.
                 "shard cut at a record boundary",
                 damage(rewrite("*-validation.tfrecord*", cut=0)),
                 ValueError,
-                "^Reading the dev split .* failed: Input dataset was expected to "
-                r"contain 1 element but contained only 0 elements\. Damaged: "
-                r"\S*/wmt14_translate-validation\.tfrecord-00000-of-00001 \(0 of "
-                r"its 1 examples\)\. Its prepared files are damaged",
+                "^Reading the dev split .* failed: Input dataset was expected "
+                r"to contain 1 element but contained only 0 elements\. "
+                r"Damaged: \S*/wmt14_translate-validation\."
+                r"tfrecord-00000-of-00001 \(0 of its 1 examples\)\. "
+                "Its prepared files are damaged",
             ),
         ):
             with (

@@ -665,13 +665,17 @@ class BeamSearchTest(TestCase):
         {
             "testcase_name": "beam_size",
             "error": ValueError,
-            "message": "`beam_size` must be a positive integer. Received: beam_size=0",
+            "message": (
+                "`beam_size` must be a positive integer. Received: beam_size=0"
+            ),
             "overrides": {"beam_size": 0},
         },
         {
             "testcase_name": "num_return_float",
             "error": TypeError,
-            "message": "`num_return` must be a Python int .* Received: num_return=1.0",
+            "message": (
+                "`num_return` must be a Python int .* Received: num_return=1.0"
+            ),
             "overrides": {"num_return": 1.0},
         },
         {

@@ -362,9 +362,9 @@ class TranslatorTest(TestCase):
                     )
                     message = (
                         f"`alpha` must be at most {bound} here: the length "
-                        f"penalty ((5 + {longest}) / 6) ** alpha of the longest "
-                        "output overflows float32 beyond it (paper: 0.6). "
-                        f"Received: alpha=] [{beyond}]"
+                        f"penalty ((5 + {longest}) / 6) ** alpha of the "
+                        "longest output overflows float32 beyond it "
+                        f"(paper: 0.6). Received: alpha=] [{beyond}]"
                     )
                     with self.assertRaisesRegex(
                         tf.errors.InvalidArgumentError, re.escape(message)
@@ -446,7 +446,8 @@ class TranslatorTest(TestCase):
                 {"alpha": 85.2},
                 "`alpha` must be at most 85.19 here: the length penalty "
                 f"((5 + {MAX_LENGTH}) / 6) ** alpha of the longest output "
-                "overflows float32 beyond it (paper: 0.6). Received: alpha=85.2",
+                "overflows float32 beyond it (paper: 0.6). "
+                "Received: alpha=85.2",
             ),
             ({"length_offset": -1}, "Received: length_offset=-1"),
             ({"parallel_searches": 0}, "Received: parallel_searches=0"),

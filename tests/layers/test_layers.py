@@ -819,8 +819,8 @@ class CallShapeTest(TestCase):
             (
                 layers.TransformerEncoderLayer(num_heads=4, d_ff=32),
                 np.ones((2, 1, 7), bool),
-                r"Axis -1 of `padding_mask` must match axis 1 of `inputs` \(4\)\. "
-                r"Received: padding_mask of shape \(2, 1, 7\)",
+                r"Axis -1 of `padding_mask` must match axis 1 of `inputs` "
+                r"\(4\)\. Received: padding_mask of shape \(2, 1, 7\)",
             ),
             (
                 layers.TransformerEncoder(num_layers=1, num_heads=4, d_ff=32),
@@ -1148,14 +1148,17 @@ class ConfigTest(TestCase):
 
     @parameterized.named_parameters(
         ("dense", layers.Dense, {"units": 4}, {
-            "use_bias": False, "activation": "relu", "kernel_initializer": "zeros"
+            "use_bias": False, "activation": "relu",
+            "kernel_initializer": "zeros",
         }),
         ("dropout", layers.Dropout, {"rate": 0.1}, {"seed": 3}),
         ("layer_norm", layers.LayerNormalization, {}, {"epsilon": 1e-6}),
-        ("learned_positions", layers.LearnedPositionalEmbedding, {"max_length": 8}, {
+        ("learned_positions", layers.LearnedPositionalEmbedding,
+         {"max_length": 8}, {
             "initializer": "zeros"
         }),
-        ("attention", layers.MultiHeadAttention, {"num_heads": 2, "key_dim": 4}, {
+        ("attention", layers.MultiHeadAttention,
+         {"num_heads": 2, "key_dim": 4}, {
             "value_dim": 3, "output_dim": 6, "dropout": 0.1, "use_bias": False,
             "kernel_initializer": "zeros", "bias_initializer": "ones",
         }),
@@ -1167,10 +1170,13 @@ class ConfigTest(TestCase):
         ("residual", layers.ResidualConnection, {"dropout": 0.1}, {
             "norm_position": "pre", "epsilon": 1e-3
         }),
-        ("embedding", layers.ScaledEmbedding, {"vocab_size": 10, "d_model": 4}, {
+        ("embedding", layers.ScaledEmbedding,
+         {"vocab_size": 10, "d_model": 4}, {
             "embeddings_initializer": "zeros", "mask_zero": True
         }),
-        ("sinusoids", layers.SinusoidalPositionalEncoding, {}, {"max_wavelength": 500.0}),
+        ("sinusoids", layers.SinusoidalPositionalEncoding, {}, {
+            "max_wavelength": 500.0
+        }),
         *(
             (cls.__name__, cls, {"num_heads": 2, "d_ff": 8, **stack}, {
                 "key_dim": 3, "value_dim": 5, "dropout": 0.2,

@@ -216,8 +216,9 @@ class AccumulationTest(TestCase):
         # The batches' passes do not depend on each other, and a while
         # loop's default let the next batch's forward pass run beside the
         # last one's backward pass: a step held two to three batches'
-        # activations (87-102 MiB here, not 35). The logits (32 x 32 x 4000 floats, 16 MB a batch) are
-        # most of a pass's memory here; the weights are 0.5 MB.
+        # activations (87-102 MiB here, not 35). The logits (32 x 32 x 4000
+        # floats, 16 MB a batch) are most of a pass's memory here; the
+        # weights are 0.5 MB.
         config = tiny_config(
             vocab_size=4000, dropout=0.0, attention_dropout=0.0
         )

@@ -167,7 +167,8 @@ class AveragingTest(TestCase):
         result = run_command(f"--model_dir={folder}")
         self.assertEqual(result.returncode, 1)
         self.assertIn(
-            f"average_checkpoints: error: No checkpoints in {folder}/checkpoints",
+            "average_checkpoints: error: "
+            f"No checkpoints in {folder}/checkpoints",
             result.stderr,
         )
         self.assertIn(f"Received: model_dir={folder}\n", result.stderr)

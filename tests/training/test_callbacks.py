@@ -303,8 +303,9 @@ class CallbacksTest(TestCase):
         self.assertIn("replicas 1 -> 8", batching_message)
         self.assertNotIn("batch_tokens", batching_message)
         self.assertIn(
-            "another learning-rate schedule than the run had (warmup_steps 40 -> "
-            "400): training goes on from the backup, but at other learning rates",
+            "another learning-rate schedule than the run had "
+            "(warmup_steps 40 -> 400): training goes on from the backup, "
+            "but at other learning rates",
             schedule_message,
         )
         self.assertNotIn("learning_rate_scale", schedule_message)

@@ -104,7 +104,8 @@ class PreemptionTest(TestCase):
         handler = signal.getsignal(signal.SIGTERM)
         with self.assertRaisesRegex(
             preemption.TrainingPreempted,
-            r"^Training stopped on SIGTERM at step 3, where its backup is saved",
+            r"^Training stopped on SIGTERM at "
+            r"step 3, where its backup is saved",
         ) as stopped:
             run_tiny_training(
                 folder, extra_callbacks=(SignalDuring(3),), **settings
@@ -151,8 +152,8 @@ class PreemptionTest(TestCase):
         self.assertEqual(
             logged_steps(os.path.join(run, "logs")), [2, 3, 4, 5, 6, 8]
         )
-        # The batches of steps 4-8 and their dropout masks, over two stops, are those of an
-        # uninterrupted run: the same weights, to the bit.
+        # The batches of steps 4-8 and their dropout masks, over two stops,
+        # are those of an uninterrupted run: the same weights, to the bit.
         straight = run_tiny_training(fixtures.tempdir(self), **settings)
         for got, want in zip(
             keras.saving.load_model(result.model_path).get_weights(),
@@ -189,8 +190,9 @@ class PreemptionTest(TestCase):
         # final BLEU and model, which the rerun writes without training.
         catch_ctrl_c(self)
         printed = self.run_until_stopped(
-            "^Training stopped on SIGINT at its last step 6, where its backup is "
-            "saved: rerun the same command to finish the run, which trains no",
+            "^Training stopped on SIGINT at its last step 6, where its backup "
+            "is saved: rerun the same command "
+            "to finish the run, which trains no",
             folder,
             extra_callbacks=(SignalDuring(6, signal.SIGINT),),
             **settings,

@@ -136,7 +136,8 @@ def start_training_script(folder, data, code, *args):
         "import json, os, signal, sys\n"
         "import keras\n"
         "import numpy as np\n"
-        "from keras_transformer.training import callbacks, preemption, trainer\n"
+        "from keras_transformer.training "
+        "import callbacks, preemption, trainer\n"
         "from tests.data import fixtures\n"
         "from tests.training.test_trainer import tiny_config\n"
         "worker = json.loads(os.environ['TF_CONFIG'])['task']['index']\n"
@@ -345,8 +346,10 @@ class TrainProcessesTest(TestCase):
             "    def on_train_batch_end(self, batch, logs=None):\n"
             "        self.last = np.asarray(logs['target_tokens']).item()\n"
             "    def on_epoch_end(self, epoch, logs=None):\n"
-            "        print('tokens', self.last, logs['target_tokens'], flush=True)\n"
-            "train(train_steps=3, steps_per_checkpoint=3, bleu_max_sentences=0,\n"
+            "        print('tokens', self.last, "
+            "logs['target_tokens'], flush=True)\n"
+            "train(train_steps=3, steps_per_checkpoint=3, "
+            "bleu_max_sentences=0,\n"
             "      extra_callbacks=(Record(),))\n",
         )
         outputs = [process.communicate(timeout=300) for process in processes]
@@ -444,7 +447,8 @@ class TrainProcessesTest(TestCase):
             "    save(model, path)\n"
             "callbacks.save_model = save_model\n"
             "try:\n"
-            "    train(train_steps=4, steps_per_checkpoint=2, bleu_every_steps=2,\n"
+            "    train(train_steps=4, steps_per_checkpoint=2, "
+            "bleu_every_steps=2,\n"
             "          bleu_max_sentences=2)\n"
             "except preemption.TrainingPreempted as stopped:\n"
             "    print('stopped', stopped.step, stopped.worker, flush=True)\n"
@@ -505,7 +509,8 @@ class TrainProcessesTest(TestCase):
                     None,
                     "Collective ops is aborted by: Error reported from "
                     "/job:worker/task:1: The following tasks are unhealthy "
-                    "(stopped sending heartbeats):\n/job:worker/replica:0/task:1"
+                    "(stopped sending "
+                    "heartbeats):\n/job:worker/replica:0/task:1"
                     "\n/job:worker/replica:0/task:2\nThe tasks have crashed.",
                 ),
                 "worker 1, worker 2",
@@ -516,8 +521,8 @@ class TrainProcessesTest(TestCase):
                     None,
                     None,
                     "Collective ops is aborted by: recvmsg:Connection reset by "
-                    "peer\nAdditional GRPC error information from remote target "
-                    "/job:worker/replica:0/task:2 while calling "
+                    "peer\nAdditional GRPC error information from remote "
+                    "target /job:worker/replica:0/task:2 while calling "
                     "/tensorflow.WorkerService/RecvBuf",
                 ),
                 "worker 2",
@@ -580,8 +585,8 @@ class TrainProcessesTest(TestCase):
             self.assertEqual(process.returncode, 1, stderr[-3000:])
             missing = 1 - index
             self.assertIn(
-                f"train.py: error: Worker {index} of 2 waited 2 s for the cluster "
-                f"in TF_CONFIG to start, but worker {missing} "
+                f"train.py: error: Worker {index} of 2 waited 2 s for the "
+                f"cluster in TF_CONFIG to start, but worker {missing} "
                 f"({addresses[missing]}) did not connect",
                 stderr,
             )
@@ -595,7 +600,8 @@ class TrainProcessesTest(TestCase):
         script = (
             "from keras_transformer.training import distribution\n"
             "print('waiting', flush=True)\n"
-            "distribution.create_strategy('multi_worker', worker_startup_timeout=120)\n"
+            "distribution.create_strategy('multi_worker', "
+            "worker_startup_timeout=120)\n"
         )
         tf_config = {
             "cluster": {

@@ -791,7 +791,8 @@ class TrainerTest(TestCase):
         # Not the same files, from another working directory.
         os.chdir(model_dir)
         self.assertIn(
-            f"data='text:{model_dir}/c/train' there, 'text:{folder}/c/train' now",
+            f"data='text:{model_dir}/c/train' there, "
+            f"'text:{folder}/c/train' now",
             self.settings_error(model_dir, f"text:{folder}/c/train"),
         )
 
@@ -837,8 +838,8 @@ class TrainerTest(TestCase):
             ValueError,
             re.escape(
                 "The training run's settings.json is not valid JSON (Expecting "
-                "property name enclosed in double quotes: line 1 column 2 (char "
-                f"1)); repair or delete it. Received: {path}"
+                "property name enclosed in double quotes: line 1 column 2 "
+                f"(char 1)); repair or delete it. Received: {path}"
             ),
         ):
             run_checks.check_model_dir(model_dir, {})
@@ -882,8 +883,8 @@ class TrainerTest(TestCase):
         # No TPU here: one line, not TensorFlow's traceback from its TPU set-up.
         with self.assertRaisesRegex(
             ValueError,
-            "^No TPU could be set up at tpu_address \\(--tpu\\): TPUs not found in "
-            "the cluster.*Received: tpu_address='local'$",
+            "^No TPU could be set up at tpu_address \\(--tpu\\): TPUs not "
+            "found in the cluster.*Received: tpu_address='local'$",
         ):
             distribution.create_strategy("tpu", tpu_address="local")
         # Other strategies would ignore it.
@@ -914,7 +915,8 @@ class TrainerTest(TestCase):
             address = f"grpc://127.0.0.1:{probe.getsockname()[1]}"
         with self.assertRaisesRegex(
             TimeoutError,
-            f"^Nothing accepted a connection at tpu_address \\(--tpu\\) {address} "
+            "^Nothing accepted a connection at tpu_address \\(--tpu\\) "
+            f"{address} "
             r"within 1 s \(.*refused\).*raise --worker_startup_timeout\.",
         ):
             distribution.create_strategy(
@@ -933,8 +935,9 @@ class TrainerTest(TestCase):
             ),
             self.assertRaisesRegex(
                 ValueError,
-                "^No TPU could be set up at tpu_address \\(--tpu\\): <urlopen error "
-                r".*only on a Google Cloud VM.*Received: tpu_address='my-tpu'$",
+                "^No TPU could be set up at tpu_address \\(--tpu\\): "
+                r"<urlopen error .*only on a Google Cloud VM.*"
+                r"Received: tpu_address='my-tpu'$",
             ),
         ):
             distribution.create_strategy("tpu", tpu_address="my-tpu")
@@ -946,7 +949,8 @@ class TrainerTest(TestCase):
         (
             '{"cluster": {"worker": ["a:1", "b:2"]}, '
             '"task": {"type": "worker", "index": 2}}',
-            "its task index is 2, not an integer from 0 to 1 .the cluster has 2",
+            "its task index is 2, not an integer "
+            "from 0 to 1 .the cluster has 2",
         ),
         (
             '{"cluster": {"worker": ["a:1", "b:2"]}, '
@@ -960,7 +964,8 @@ class TrainerTest(TestCase):
             "its cluster has 'chief' tasks; only \"worker\" ones are supported",
         ),
         (
-            '{"cluster": {"worker": ["a:1"]}, "task": {"type": "chief", "index": 0}}',
+            '{"cluster": {"worker": ["a:1"]}, '
+            '"task": {"type": "chief", "index": 0}}',
             "its task type is 'chief', not \"worker\"",
         ),
     )

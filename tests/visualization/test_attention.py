@@ -1,4 +1,5 @@
-"""Tests of the attention maps, their pictures and the plot_attention command."""
+"""Tests of the attention maps, their pictures and the plot_attention
+command."""
 
 import contextlib
 import io
@@ -141,9 +142,10 @@ class AttentionMapsTest(TestCase):
         with self.assertRaisesRegex(
             ValueError,
             re.escape(
-                f"`target_ids` must have at most max_length={config.max_length} "
-                "tokens, where the model's learned positions stop; pass a "
-                f"shorter translation. Received: len(target_ids)={len(target_ids)}"
+                "`target_ids` must have at most "
+                f"max_length={config.max_length} tokens, where the model's "
+                "learned positions stop; pass a shorter translation. Received: "
+                f"len(target_ids)={len(target_ids)}"
             ),
         ):
             attention.attention_maps(
