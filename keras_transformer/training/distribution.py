@@ -208,9 +208,9 @@ def _multi_worker_strategy(startup_timeout: float):
             )
         ],
     )
-    (
-        eager_context.context().coordination_service
-    ).cluster_register_with_barrier = True
+    # Not an argument of configure_coordination_service: set on its config.
+    service = eager_context.context().coordination_service
+    service.cluster_register_with_barrier = True
     handler = signal.getsignal(signal.SIGTERM)
     # Python's Ctrl-C handler would run only after the wait, which holds the
     # GIL: the default action ends the process at once (nothing is trained
