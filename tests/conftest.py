@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -26,3 +28,23 @@ tf.config.set_logical_device_configuration(
 # those at TensorFlow's default.
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     tf.config.threading.set_intra_op_parallelism_threads(1)
+
+
+def pytest_runtest_setup(item):
+    """Fails a test marked `xdist_group` that `--dist loadgroup` did not
+    group: classes set up twice and multi-process tests running against
+    each other would only show as a slower run."""
+    if (
+        os.environ.get("PYTEST_XDIST_WORKER")
+        # A worker's --dist is "no"; xdist keeps whether it was loadgroup.
+        and getattr(item.config.option, "loadgroup", False)
+        and item.get_closest_marker("xdist_group")
+        and "@" not in item.nodeid
+    ):
+        pytest.fail(
+            "pytest-xdist did not apply this test's xdist_group mark (pytest "
+            f"{pytest.__version__} with pytest-xdist: see "
+            "pytest-dev/pytest-xdist#1386); install the versions that "
+            "setup.py's test extra allows: pip install -e '.[test]'",
+            pytrace=False,
+        )
