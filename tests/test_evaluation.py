@@ -16,6 +16,7 @@ from sacrebleu.tokenizers import tokenizer_ja_mecab, tokenizer_ko_mecab
 from keras_transformer import evaluate, evaluation, serving
 from keras_transformer.training import run_checks
 from tests.test_case import TestCase
+from tests.test_commands import run_main
 
 # Patched by name: `evaluate.main` imports it when it runs.
 INFERENCE = "keras_transformer.inference"
@@ -35,28 +36,15 @@ def parse(*args):
     return flag_values
 
 
-def run_main(*args):
-    """`evaluate.main` on the flags; its exit status and stderr."""
-    stderr = io.StringIO()
-    with contextlib.redirect_stderr(stderr):
-        status = evaluate.main(["evaluate"], parse(*args))
-    return status, stderr.getvalue()
-
-
 def run_with_translations(hypotheses, *args):
     """`evaluate.main` on the flags with a translator that returns
     `hypotheses` (the `--model` is never loaded); its exit status, stdout
     and stderr."""
     translator = mock.Mock(description="fake")
     translator.translate.return_value = hypotheses
-    stdout = io.StringIO()
-    with (
-        mock.patch(f"{INFERENCE}.load_translator", return_value=translator),
-        mock.patch(f"{INFERENCE}.set_decoding_threads"),
-        contextlib.redirect_stdout(stdout),
-    ):
-        status, stderr = run_main(*args)
-    return status, stdout.getvalue(), stderr
+    with mock.patch(f"{INFERENCE}.load_translator", return_value=translator):
+        result = run_main(evaluate, *args)
+    return result.returncode, result.stdout, result.stderr
 
 
 class EvaluationTest(TestCase):
@@ -328,9 +316,9 @@ class EvaluateCommandTest(TestCase):
             json.dump(settings, f)
 
     def assert_one_line_error(self, args, message):
-        status, stderr = run_main(*args)
-        self.assertEqual(status, 1)
-        self.assertEqual(stderr, f"evaluate: error: {message}\n")
+        result = run_main(evaluate, *args)
+        self.assertEqual(result.returncode, 1)
+        self.assertEqual(result.stderr, f"evaluate: error: {message}\n")
 
     def test_output_must_not_be_an_input_file(self):
         model = f"--model={self.model_dir}"
