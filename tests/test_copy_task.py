@@ -43,29 +43,34 @@ def reverse_task(num_examples, seed):
 
 class ReverseTaskTest(TestCase):
     @pytest.mark.slow
-    @pytest.mark.xdist_group("multi_core")
     def test_tiny_model_learns_to_reverse(self):
+        # One layer and 512 steps: the averaged accuracy below was
+        # 0.9988-1.0 over 4 seeds (two layers and 1024 steps, in three times
+        # as long: >= 0.9997).
         config = TransformerConfig.preset(
             "tiny",
             vocab_size=VOCAB_SIZE,
             d_model=64,
             d_ff=128,
             num_heads=4,
-            num_layers=2,
+            num_layers=1,
             dropout=0.0,
             label_smoothing=0.1,
         )
         model = build_transformer(config)
         model.compile(
-            # Half the schedule: at d_model 64 its full peak (6e-3) makes
-            # even the averaged weights swing.
+            # Half the schedule: at d_model 64 its full peak (9e-3 after 200
+            # steps) makes even the averaged weights swing.
             optimizer=transformer_optimizer(
-                config.d_model, warmup_steps=400, scale=0.5
+                config.d_model, warmup_steps=200, scale=0.5
             ),
             loss=LabelSmoothedCrossEntropy(config.label_smoothing),
             metrics=[MaskedTokenAccuracy()],
+            # Each epoch's 64 steps as 4 calls: less of Keras's per-step
+            # overhead, the same updates.
+            steps_per_execution=16,
         )
-        features, labels = reverse_task(8192, seed=0)
+        features, labels = reverse_task(4096, seed=0)
         model_dir = self.get_temp_dir()
         checkpoints = KeepLastCheckpoints(
             os.path.join(model_dir, "checkpoints"), 4
@@ -82,7 +87,7 @@ class ReverseTaskTest(TestCase):
         # (section 6.1). A single epoch's weights swing by a few points of
         # accuracy from epoch to epoch at this learning rate, and by float
         # rounding alone (0.975-1.0 at the last epoch over seeds and
-        # equivalent gradients); their average was >= 0.9997 in each case.
+        # equivalent gradients, two layers); their average is stable.
         averaged = average_models(last_checkpoints(model_dir, 4))
         averaged.compile(
             loss=LabelSmoothedCrossEntropy(config.label_smoothing),

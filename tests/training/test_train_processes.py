@@ -152,22 +152,31 @@ def start_training_script(folder, data, code, *args):
     return start_workers(data, None, command=[sys.executable, script, *args])
 
 
-def signal_training_worker(processes, model_dir, signum):
-    """Sends worker 1 of `start_workers`' `processes` `signum` once it
-    saved its first backup (it trains then).
+def wait_for_file(processes, path, timeout=240):
+    """Waits until `path` exists, failing if one of `processes` ends first
+    (naming it, with its stderr) or after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        for index, process in enumerate(processes):
+            if process.poll() is not None:
+                raise AssertionError(
+                    f"process {index} ended before {path} was written: "
+                    f"{process.communicate()[1][-3000:]}"
+                )
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{path} was not written in {timeout} s")
+        time.sleep(0.2)
+
+
+def signal_training_worker(processes, path, signum):
+    """Sends worker 1 of `start_workers`' `processes` `signum` once `path`
+    exists (see `wait_for_file`).
 
     Returns:
         Each worker's stderr, once all ended.
     """
     try:
-        backup = os.path.join(model_dir, "workers", "worker-1", "backup")
-        deadline = time.monotonic() + 240
-        while not os.path.exists(backup) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if processes[1].poll() is not None:
-            raise AssertionError(
-                f"worker 1 ended: {processes[1].communicate()[1]}"
-            )
+        wait_for_file(processes, path)
         processes[1].send_signal(signum)
         return [process.communicate(timeout=120)[1] for process in processes]
     finally:
@@ -220,17 +229,13 @@ class TrainProcessesTest(TestCase):
             stderr=subprocess.PIPE,
             text=True,
         )
-        deadline = time.monotonic() + 240
         # Checkpoints appear complete (renamed after writing).
-        fourth = callbacks_lib.checkpoint_path(checkpoint_dir, 4)
-        while not os.path.exists(fourth):
-            if process.poll() is not None or time.monotonic() > deadline:
-                process.kill()
-                self.fail(
-                    f"train.py wrote no checkpoint: {process.stderr.read()}"
-                )
-            time.sleep(0.05)
-        process.send_signal(signal.SIGKILL)
+        try:
+            wait_for_file(
+                [process], callbacks_lib.checkpoint_path(checkpoint_dir, 4)
+            )
+        finally:
+            process.kill()
         process.wait()
         process.stderr.close()
         self.assertEqual(process.returncode, -signal.SIGKILL)
@@ -363,35 +368,9 @@ class TrainProcessesTest(TestCase):
 
     @pytest.mark.slow
     @pytest.mark.xdist_group("multi_core")
-    def test_stopped_worker_stops_the_cluster_with_the_resume_step(self):
-        folder = fixtures.tempdir(self)
-        data = write_corpus(folder)
-        model_dir = os.path.join(folder, "run")
-        processes = start_workers(
-            data,
-            model_dir,
-            "--strategy=multi_worker",
-            "--nojit_compile",
-            "--train_steps=100000",
-            "--steps_per_checkpoint=5",
-        )
-        # A crash (SIGTERM stops the cluster in step, see below).
-        stderr = signal_training_worker(processes, model_dir, signal.SIGKILL)
-        self.assertEqual(processes[1].returncode, -signal.SIGKILL)
-        # The other worker's collectives fail (a broken connection, or the
-        # stopped one's missed heartbeats): one line, not a traceback.
-        self.assertEqual(processes[0].returncode, 1, stderr[0][-3000:])
-        self.assertRegex(
-            stderr[0],
-            r"train.py: error: The cluster lost worker 1 during training .*"
-            r"restart every worker with the same command to resume from step "
-            r"[1-9][0-9]*, the last backup",
-        )
-        self.assertNotIn("Traceback", stderr[0])
-
-    @pytest.mark.slow
-    @pytest.mark.xdist_group("multi_core")
-    def test_sigterm_to_one_worker_stops_every_worker_at_one_step(self):
+    def test_a_stopped_worker_stops_every_worker_a_lost_one_the_cluster(self):
+        # One cluster's life (each start of two workers costs ~20 s): SIGTERM
+        # to one worker, a rerun, then a crash of one worker.
         folder = fixtures.tempdir(self)
         data = write_corpus(folder)
         model_dir = os.path.join(folder, "run")
@@ -399,15 +378,15 @@ class TrainProcessesTest(TestCase):
             "--strategy=multi_worker",
             "--nojit_compile",
             "--steps_per_checkpoint=5",
+            "--train_steps=100000",
         ]
-        processes = start_workers(
-            data, model_dir, *flags, "--train_steps=100000"
-        )
-        stderr = signal_training_worker(processes, model_dir, signal.SIGTERM)
         backups = [
             os.path.join(model_dir, "backup"),
             os.path.join(model_dir, "workers", "worker-1", "backup"),
         ]
+        processes = start_workers(data, model_dir, *flags)
+        # Once worker 1 saved its first backup, it trains.
+        stderr = signal_training_worker(processes, backups[1], signal.SIGTERM)
         steps = [
             callbacks_lib.ResumableBackup.resume_step(path) for path in backups
         ]
@@ -425,12 +404,35 @@ class TrainProcessesTest(TestCase):
             f"{steps[0]}, where its backup is saved: rerun the same command",
             stderr[0],
         )
-        # Rerun, both resume there and finish the next interval.
-        last = steps[0] // 5 * 5 + 5
-        results = run_workers(data, model_dir, *flags, f"--train_steps={last}")
-        for returncode, stdout, stderr in results:
-            self.assertEqual(returncode, 0, stderr[-3000:])
-            self.assertIn(f"Trained to step {last}", stdout)
+
+        # Rerun, both resume there. Once the chief saved the second interval
+        # after it (so both saved the first's backup), worker 1 crashes.
+        resumed = steps[0] // 5 * 5 + 5
+        processes = start_workers(data, model_dir, *flags)
+        stderr = signal_training_worker(
+            processes,
+            callbacks_lib.checkpoint_path(
+                os.path.join(model_dir, "checkpoints"), resumed + 5
+            ),
+            signal.SIGKILL,
+        )
+        self.assertEqual(processes[1].returncode, -signal.SIGKILL)
+        self.assertIn(
+            f"Resuming at step {steps[0]} of 100000 from the backup",
+            stderr[1],
+        )
+        # The other worker's collectives fail (a broken connection, or the
+        # stopped one's missed heartbeats): one line, not a traceback.
+        self.assertEqual(processes[0].returncode, 1, stderr[0][-3000:])
+        lost = re.search(
+            r"train.py: error: The cluster lost worker 1 during training .*"
+            r"restart every worker with the same command to resume from step "
+            r"([0-9]+), the last backup",
+            stderr[0],
+        )
+        self.assertIsNotNone(lost, stderr[0][-3000:])
+        self.assertGreaterEqual(int(lost.group(1)), resumed)
+        self.assertNotIn("Traceback", stderr[0])
 
     @pytest.mark.slow
     @pytest.mark.xdist_group("multi_core")
