@@ -24,14 +24,10 @@ tf.config.set_logical_device_configuration(
 # would each use a thread per core: four busy threads on two cores, whose
 # spinning thread pools slow each other (the decoding, visualization and
 # model tests took 100-130 s with one intra-op thread per worker against
-# 140 s at the default). The processes that tests start (train.py workers,
-# commands, fresh serving processes) inherit the same through TensorFlow's
-# environment variable: two cluster workers at the default ran four busy
-# threads beside the other pytest worker (the two-worker XLA test: 89-93 s
-# against 67-69 s with one thread each).
+# 140 s at the default). Tests that start processes of their own leave
+# those at TensorFlow's default.
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     tf.config.threading.set_intra_op_parallelism_threads(1)
-    os.environ.setdefault("TF_NUM_INTRAOP_THREADS", "1")
 
 
 def pytest_runtest_setup(item):
