@@ -42,6 +42,15 @@ def run(module, *args, stdin=None, env=None):
     )
 
 
+def parse_flags(command, *args):
+    """`command`'s flags (a fresh `flags.FlagValues`) parsed from `args`;
+    (the flag values, what follows the flags with the program name)."""
+    flag_values = flags.FlagValues()
+    command.define_flags(flag_values)
+    argv = flag_values([command.__name__.rpartition(".")[2], *args])
+    return flag_values, argv
+
+
 def run_main(command, *args):
     """`command.main` in this process, on its flags parsed from `args` (what
     follows the flags is its arguments), as `run` would run the command; its
@@ -50,9 +59,7 @@ def run_main(command, *args):
     standard input, the locale or the exit status itself. Where the command
     would print a traceback, the exception fails the test here. The decoding
     threads are not set (this process's TensorFlow has started)."""
-    flag_values = flags.FlagValues()
-    command.define_flags(flag_values)
-    argv = flag_values([command.__name__.rpartition(".")[2], *args])
+    flag_values, argv = parse_flags(command, *args)
     stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="")
     stderr = io.StringIO()
     with (

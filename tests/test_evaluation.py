@@ -10,13 +10,12 @@ from unittest import mock
 
 import sacrebleu
 import sacremoses
-from absl import flags
 from sacrebleu.tokenizers import tokenizer_ja_mecab, tokenizer_ko_mecab
 
 from keras_transformer import evaluate, evaluation, serving
 from keras_transformer.training import run_checks
 from tests.test_case import TestCase
-from tests.test_commands import run_main
+from tests.test_commands import parse_flags, run_main
 
 # Patched by name: `evaluate.main` imports it when it runs.
 INFERENCE = "keras_transformer.inference"
@@ -30,10 +29,7 @@ REFERENCES = [
 
 def parse(*args):
     """The evaluate command's flags, parsed from `args`."""
-    flag_values = flags.FlagValues()
-    evaluate.define_flags(flag_values)
-    flag_values(["evaluate", *args])
-    return flag_values
+    return parse_flags(evaluate, *args)[0]
 
 
 def run_with_translations(hypotheses, *args):
