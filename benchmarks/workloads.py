@@ -15,8 +15,10 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import serving, tokens
-from keras_transformer.decoding import translator
-from keras_transformer.decoding.translator import transformer_beam_search
+from keras_transformer.decoding.transformer_search import (
+    DEFAULT_PARALLEL_SEARCHES,
+    transformer_beam_search,
+)
 from keras_transformer.training import trainer
 
 # As `CONFIGS`, `TRAIN`, `DECODE` of the harness's peers/common.py.
@@ -117,7 +119,7 @@ class FixedLengthDecoder(tf.Module):
             fixed_size=self.jit_compile,
             # As `Translator` does: side by side searches without XLA.
             parallel_searches=(
-                1 if self.jit_compile else translator.DEFAULT_PARALLEL_SEARCHES
+                1 if self.jit_compile else DEFAULT_PARALLEL_SEARCHES
             ),
         )
         return result.ids, result.scores

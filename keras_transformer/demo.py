@@ -86,6 +86,7 @@ def run_demo(
     from keras_transformer.config import TransformerConfig
     from keras_transformer.data import sources
     from keras_transformer.data.tokenizer import SubwordTokenizer
+    from keras_transformer.decoding import text_batches
     from keras_transformer.decoding import translator as translator_lib
     from keras_transformer.training import trainer
 
@@ -115,7 +116,7 @@ def run_demo(
     test_sources, test_references = sources.load_pairs(
         "demo", "test", "en", "de"
     )
-    hypotheses = translator_lib.translate_texts(
+    hypotheses = text_batches.translate_texts(
         translator.translate, test_sources
     )
     hypotheses_path = os.path.join(model_dir, "test.hyp.de")
@@ -131,10 +132,10 @@ def run_demo(
         languages={"src_lang": "en", "tgt_lang": "de"},
     )
     exported = serving.load_exported(export_path)
-    served = translator_lib.translate_texts(
+    served = text_batches.translate_texts(
         exported.signatures["serving_default"], EXAMPLES
     )
-    in_python = translator_lib.translate_texts(translator.translate, EXAMPLES)
+    in_python = text_batches.translate_texts(translator.translate, EXAMPLES)
 
     summary = {
         "step": result.step,

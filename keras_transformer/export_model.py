@@ -27,6 +27,7 @@ from keras_transformer import files, inference, model_files, serving
 from keras_transformer.commands import fail, run_command
 from keras_transformer.data import text_files
 from keras_transformer.data.tokenizer import SubwordTokenizer
+from keras_transformer.decoding import transformer_search
 from keras_transformer.decoding import translator as translator_lib
 from keras_transformer.training import averaging
 
@@ -107,7 +108,7 @@ def define_flags(flag_values=FLAGS):
     )
     flags.DEFINE_integer(
         "parallel_searches",
-        translator_lib.DEFAULT_PARALLEL_SEARCHES,
+        transformer_search.DEFAULT_PARALLEL_SEARCHES,
         "Without --jit_compile, split each batch into this many beam searches "
         "that run side by side (same results; faster on CPU at batches of 8 "
         "and more); 1 searches the whole batch at once.",
@@ -237,7 +238,7 @@ def export(
     length_offset,
     overwrite,
     jit_compile=False,
-    parallel_searches=translator_lib.DEFAULT_PARALLEL_SEARCHES,
+    parallel_searches=transformer_search.DEFAULT_PARALLEL_SEARCHES,
     warmup=True,
     warmup_file=None,
 ):

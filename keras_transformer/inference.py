@@ -12,6 +12,7 @@ import re
 import tensorflow as tf
 
 from keras_transformer import files, model_files, serving
+from keras_transformer.decoding import text_batches, transformer_search
 from keras_transformer.decoding import translator as translator_lib
 from keras_transformer.training import callbacks, run_checks
 
@@ -33,7 +34,7 @@ class TextTranslator:
 
     def translate(self, sentences, batch_size: int = 32, on_batch=None):
         """Translations of `sentences` (`list[str]`), in order."""
-        return translator_lib.translate_texts(
+        return text_batches.translate_texts(
             self.translate_fn, sentences, batch_size, on_batch
         )
 
@@ -118,7 +119,7 @@ def decoding_threads(path: str, intra_op_threads: int | None = None) -> int:
     searches, xla = (
         search_settings(export)
         if export
-        else (translator_lib.DEFAULT_PARALLEL_SEARCHES, False)
+        else (transformer_search.DEFAULT_PARALLEL_SEARCHES, False)
     )
     if xla:
         return 0

@@ -10,7 +10,7 @@ from keras import ops
 
 from keras_transformer import layers
 from keras_transformer.config import TransformerConfig
-from keras_transformer.layers.attention import in_place_cache_rows
+from keras_transformer.layers.attention_cache import in_place_cache_rows
 
 
 class _StepMean(keras.metrics.Mean):

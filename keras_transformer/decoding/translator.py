@@ -5,31 +5,26 @@ returned, K beam.
 """
 
 import functools
-import re
 
 import tensorflow as tf
-from absl import logging
 
 from keras_transformer.checks import check_positive_int, is_integer
 from keras_transformer.decoding.beam_search import (
     ALPHA_TOO_LARGE,
-    BeamSearchResult,
-    beam_search,
     check_alpha,
     max_alpha,
 )
-from keras_transformer.decoding.loop import decode_limits
+from keras_transformer.decoding.transformer_search import (
+    DEFAULT_PARALLEL_SEARCHES,
+    check_parallel_searches,
+    transformer_beam_search,
+)
 from keras_transformer.tokens import BOS_ID, EOS_ID, PAD_ID
 
 # The paper's decoding defaults (section 6.1).
 DEFAULT_BEAM_SIZE = 4
 DEFAULT_ALPHA = 0.6
 DEFAULT_LENGTH_OFFSET = 50
-# Searches over parts of a batch that run side by side without XLA: the
-# executor then keeps both cores of a small machine busy where one search's
-# small per-step ops leave the second mostly idle (A/B in one process, batch
-# 32: small 367 -> 324 ms a call, base 1792 -> 1679 ms; 4 parts were slower).
-DEFAULT_PARALLEL_SEARCHES = 2
 # With `jit_compile`, source and cache lengths are padded to multiples of
 # this, so XLA compiles one program per bucket rather than per length.
 _LENGTH_BUCKET = 16
@@ -235,7 +230,7 @@ class Translator(tf.Module):
                 "`length_offset` must be a non-negative integer. "
                 f"Received: length_offset={length_offset!r}"
             )
-        parallel_searches = _check_parallel_searches(parallel_searches)
+        parallel_searches = check_parallel_searches(parallel_searches)
         self._holder = _Untracked(model)
         # The SavedModel tracks the weights and nothing else of the model.
         # The `tf.Variable`s under the Keras variables, not the Keras
@@ -568,141 +563,6 @@ class Translator(tf.Module):
         )
 
 
-def transformer_beam_search(
-    model,
-    source_ids,
-    beam_size,
-    max_decode_length,
-    alpha=0.6,
-    num_return=1,
-    max_decode_steps=None,
-    eos_id=EOS_ID,
-    fixed_size=False,
-    parallel_searches=1,
-    decoding_weights=None,
-    num_needed=None,
-):
-    """Encoder + cached beam search of a `Transformer` over token ids.
-
-    The translator and the benchmarks decode through this one function, so
-    the benchmarks time what an export serves.
-
-    Args:
-        model: a `Transformer`.
-        source_ids: int32 [B, S], 0 = padding.
-        beam_size: K, a Python int.
-        max_decode_length: int scalar or [B], see `beam_search`.
-        alpha: length penalty strength.
-        num_return: N, hypotheses returned per sentence.
-        max_decode_steps: L, the loop length (see `beam_search`); with
-            `fixed_size`, also the length of the caches.
-        eos_id: the end token; -1 never ends (benchmarks).
-        fixed_size: self-attention caches of `max_decode_steps` positions
-            written by a scatter and reordered by a gather (static shapes,
-            for XLA) rather than in-place ones, which a step neither copies
-            nor reorders (faster without XLA).
-        parallel_searches: P, a Python int: the batch is split into P parts
-            of B // P or B // P + 1 sentences (in order, some empty when
-            B < P), searched by P independent loops that TensorFlow's
-            executor runs side by side. Sentences never interact in a beam
-            search, so the results are those of one search.
-        decoding_weights: `model.decoding_weights()`, computed when None
-            (once for all the parallel searches: one copy in memory).
-        num_needed: see `beam_search`.
-
-    Returns:
-        A `BeamSearchResult`.
-
-    Raises:
-        ValueError: if `parallel_searches` is not a positive integer.
-    """
-    _check_parallel_searches(parallel_searches)
-    if parallel_searches > 1:
-        limits, loop_length = decode_limits(
-            max_decode_length, tf.shape(source_ids)[0]
-        )
-        # One loop length for all parts, so that their ids line up.
-        if max_decode_steps is None:
-            max_decode_steps = loop_length
-        if decoding_weights is None:
-            decoding_weights = model.decoding_weights()
-        results = [
-            transformer_beam_search(
-                model,
-                part_ids,
-                beam_size,
-                part_limits,
-                alpha=alpha,
-                num_return=num_return,
-                max_decode_steps=max_decode_steps,
-                eos_id=eos_id,
-                fixed_size=fixed_size,
-                decoding_weights=decoding_weights,
-                num_needed=num_needed,
-            )
-            for part_ids, part_limits in zip(
-                _split_batch(source_ids, parallel_searches),
-                _split_batch(limits, parallel_searches),
-            )
-        ]
-        return BeamSearchResult(
-            *(tf.concat(parts, axis=0) for parts in zip(*results))
-        )
-
-    memory, memory_mask = model.encode(source_ids)  # [B, S, D]
-    if max_decode_steps is None:
-        _, max_decode_steps = decode_limits(
-            max_decode_length, tf.shape(source_ids)[0]
-        )
-    self_cache, constants = model.initial_decoding_state(
-        memory,
-        max_decode_steps,
-        decoding_weights,
-        beam_size=None if fixed_size else beam_size,
-    )
-
-    def symbols_to_logits_fn(ids, step, state, static):
-        step_constants, mask = static
-        return model.decode_step(ids, step, state, step_constants, mask)
-
-    return beam_search(
-        symbols_to_logits_fn,
-        initial_ids=tf.fill([tf.shape(source_ids)[0]], BOS_ID),
-        state=self_cache,
-        static=(constants, memory_mask),
-        vocab_size=model.config.vocab_size,
-        beam_size=beam_size,
-        max_decode_length=max_decode_length,
-        alpha=alpha,
-        eos_id=eos_id,
-        num_return=num_return,
-        max_decode_steps=max_decode_steps,
-        # Cross-attention groups the K beams of a sentence itself; the
-        # decoder's weights and the output kernel are not per sentence.
-        tile_static=False,
-        reorder_state=model.reorder_decoding_state,
-        # In-place caches are made for the B * K hypotheses.
-        tile_state=fixed_size,
-        num_needed=num_needed,
-    )
-
-
-def _check_parallel_searches(value):
-    if not is_integer(value) or value < 1:
-        raise ValueError(
-            "`parallel_searches` must be a positive integer (1 searches the "
-            f"whole batch at once). Received: parallel_searches={value!r}"
-        )
-    return int(value)
-
-
-def _split_batch(tensor, parts):
-    """[B, ...] -> `parts` tensors of B // parts or B // parts + 1 rows."""
-    batch = tf.shape(tensor)[0]
-    sizes = batch // parts + tf.cast(tf.range(parts) < batch % parts, tf.int32)
-    return tf.split(tensor, sizes, num=parts, axis=0)
-
-
 def _round_up(value, multiple):
     return (value + multiple - 1) // multiple * multiple
 
@@ -713,89 +573,3 @@ def _next_power_of_two(value):
     for shift in (1, 2, 4, 8, 16):
         bits = tf.bitwise.bitwise_or(bits, tf.bitwise.right_shift(bits, shift))
     return bits + 1
-
-
-def translate_texts(
-    translate_fn, sentences, batch_size: int = 32, on_batch=None
-):
-    """Translates a list of sentences in batches of similar length.
-
-    Sorting by length keeps padding (and the beam's maximum length) small
-    per batch; the translations come back in the input order, each one
-    line: line breaks that byte-fallback pieces spell (e.g. `<0x0A>`, or
-    any other that `str.splitlines` splits on) are replaced by a space, so
-    that files of one translation per line stay aligned with their sources.
-    Sentences that `translate_fn` flags as `truncated` (longer than the
-    model's input limit) or whose translation `reached_length_limit` are
-    named in a logged warning, so that nothing is cut short silently.
-
-    Args:
-        translate_fn: a function from `tf.string` [B] to a dict with
-            `outputs` `tf.string` [B], e.g. `Translator.translate` or the
-            `serving_default` signature of an export.
-        sentences: the sentences (`str`).
-        batch_size: sentences per call.
-        on_batch: optional `f(done, total)` called after each batch (for a
-            progress display).
-
-    Returns:
-        The translations, `list[str]`, in the order of `sentences`.
-    """
-    if batch_size < 1:
-        raise ValueError(
-            f"`batch_size` must be positive. Received: batch_size={batch_size}"
-        )
-    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    translations = [""] * len(sentences)
-    flagged = {flag: [] for flag in _CUT_SHORT}
-    for start in range(0, len(order), batch_size):
-        indices = order[start : start + batch_size]
-        batch = tf.constant([sentences[i] for i in indices], tf.string)
-        results = translate_fn(inputs=batch)
-        for index, output in zip(indices, results["outputs"].numpy()):
-            translations[index] = _LINE_BREAKS.sub(" ", output.decode("utf-8"))
-        for flag, found in flagged.items():
-            if flag in results:
-                found += [
-                    i for i, cut in zip(indices, results[flag].numpy()) if cut
-                ]
-        if on_batch is not None:
-            on_batch(start + len(indices), len(order))
-    for flag, found in flagged.items():
-        if found:
-            logging.warning(
-                _CUT_SHORT[flag],
-                len(found),
-                len(sentences),
-                _positions(found),
-            )
-    return translations
-
-
-# Every character `str.splitlines` splits on, not only "\r" and "\n": a form
-# feed or U+2028 left in a translation also splits its line in two.
-_LINE_BREAKS = re.compile(r"[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]+")
-
-# What each flag of a translation means, for `translate_texts`'s warnings.
-_CUT_SHORT = {
-    "truncated": (
-        "%d of %d sentences are longer than the model's input limit "
-        "(max_length - 1 subword tokens) and were translated from their first "
-        "tokens only: sentences %s (1-based). "
-        "Split them to translate them whole."
-    ),
-    "reached_length_limit": (
-        "%d of %d translations stopped at their length limit (input length + "
-        "the length offset, at most the model's max_length) before the end "
-        "token, so they may be cut short: sentences %s (1-based)."
-    ),
-}
-
-
-def _positions(indices, shown=10):
-    """'3, 7, 12' (1-based), or the first `shown` and how many more."""
-    numbers = [str(index + 1) for index in sorted(indices)]
-    more = len(numbers) - shown
-    return ", ".join(numbers[:shown]) + (
-        f" and {more} more" if more > 0 else ""
-    )

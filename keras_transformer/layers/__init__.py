@@ -2,9 +2,9 @@
 
 from keras_transformer.layers.attention import (
     MultiHeadAttention,
-    cache_shape_invariants,
     scaled_dot_product_attention,
 )
+from keras_transformer.layers.attention_cache import cache_shape_invariants
 from keras_transformer.layers.decoder_layer import TransformerDecoderLayer
 from keras_transformer.layers.dropout import Dropout
 from keras_transformer.layers.embedding import ScaledEmbedding

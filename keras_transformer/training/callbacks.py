@@ -440,7 +440,7 @@ class BleuEvaluator(keras.callbacks.Callback):
             `outputs` `tf.string` [B] (as `decoding.translator.Translator.
             translate`) over the model being trained: it must read the
             model's current weights. The sentences go through it in batches
-            (`translator.translate_texts`).
+            (`text_batches.translate_texts`).
         sources: validation source sentences.
         references: their reference translations.
         target_lang: target language (for the tokenized BLEU).
@@ -530,7 +530,7 @@ class BleuEvaluator(keras.callbacks.Callback):
 
     def _evaluate(self, step, logs):
         from keras_transformer import evaluation
-        from keras_transformer.decoding import translator
+        from keras_transformer.decoding import text_batches
 
         def check_interrupted(done, total):
             # (Not once all is translated: scoring is quick.)
@@ -539,7 +539,7 @@ class BleuEvaluator(keras.callbacks.Callback):
 
         try:
             check_interrupted(0, len(self.sources))
-            hypotheses = translator.translate_texts(
+            hypotheses = text_batches.translate_texts(
                 self.translate_fn, self.sources, on_batch=check_interrupted
             )
         except _Interrupted as interruption:

@@ -6,7 +6,7 @@ from absl.testing import parameterized
 from keras import ops
 
 from keras_transformer import layers
-from keras_transformer.layers.attention import in_place_cache_rows
+from keras_transformer.layers.attention_cache import in_place_cache_rows
 from tests.test_case import TestCase
 
 

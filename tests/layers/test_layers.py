@@ -10,7 +10,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from keras_transformer import layers
-from keras_transformer.layers.attention import in_place_cache_rows
+from keras_transformer.layers.attention_cache import in_place_cache_rows
 from keras_transformer.layers.outputs import pack_outputs, unpack_outputs
 from tests.test_case import TestCase
 
