@@ -2,7 +2,8 @@ r"""Exports a trained Transformer as a TF Serving SavedModel.
 
 Writes `<export_dir>/<model_name>/<version>/` with the tokenizer inside and
 the signatures `serving_default`, `translate_ids` and
-`translate_with_options` (see export/README.md):
+`translate_with_options` (only the first two with `--server_batching`, for a
+TF Serving that batches requests; see export/README.md):
 
   python -m keras_transformer.export_model --model_dir=runs/base \
       --export_dir=/models --model_name=transformer --version=1
@@ -132,6 +133,15 @@ def define_flags(flag_values=FLAGS):
         flag_values=flag_values,
     )
     flags.DEFINE_bool(
+        "server_batching",
+        False,
+        "For a TF Serving started with --enable_batching: export only the "
+        "signatures it can batch, serving_default and translate_ids, without "
+        "translate_with_options, whose scalar options TF Serving's batcher "
+        "refuses (it would then refuse the whole version at its warmup).",
+        flag_values=flag_values,
+    )
+    flags.DEFINE_bool(
         "overwrite",
         False,
         "Replace an existing version (never one that holds an input).",
@@ -241,6 +251,7 @@ def export(
     parallel_searches=transformer_search.DEFAULT_PARALLEL_SEARCHES,
     warmup=True,
     warmup_file=None,
+    server_batching=False,
 ):
     """Loads the model and vocabulary and writes the SavedModel.
 
@@ -318,6 +329,7 @@ def export(
         overwrite=overwrite,
         warmup_sentences=warmup_sentences,
         languages=languages,
+        server_batching=server_batching,
     )
 
 
@@ -340,6 +352,7 @@ def main(argv):
             parallel_searches=FLAGS.parallel_searches,
             warmup=FLAGS.warmup,
             warmup_file=FLAGS.warmup_file,
+            server_batching=FLAGS.server_batching,
         )
     except (ValueError, OSError, TypeError) as error:
         # User errors: one line, no TensorFlow traceback.

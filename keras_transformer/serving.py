@@ -17,6 +17,12 @@ from keras_transformer.checks import is_integer
 DEFAULT_SIGNATURE = "serving_default"
 IDS_SIGNATURE = "translate_ids"
 OPTIONS_SIGNATURE = "translate_with_options"
+# The signatures whose every input and output has a first, batch axis: all
+# that a TF Serving started with --enable_batching can serve. Its batcher
+# wraps every signature of a version and refuses a scalar input ("Batching
+# Run() input tensors must have at least one dimension"), such as the
+# options of `translate_with_options`.
+BATCHED_SIGNATURES = (DEFAULT_SIGNATURE, IDS_SIGNATURE)
 
 # The sentences of the warmup requests written with an export: a short and a
 # typical one, so that each of the default two parallel searches decodes one.
@@ -31,25 +37,29 @@ _MAX_VERSION = 2**63 - 1
 _MODEL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
-def serving_signatures(translator) -> dict:
-    """The three signatures of a `Translator`, keyed by signature name.
+def serving_signatures(translator, server_batching: bool = False) -> dict:
+    """The signatures of a `Translator`, keyed by signature name.
 
     Args:
         translator: a `keras_transformer.decoding.translator.Translator`.
+        server_batching: only `BATCHED_SIGNATURES`, for a TF Serving that
+            batches requests (--enable_batching).
 
     Returns:
         dict of `serving_default` (strings -> best translations),
-        `translate_ids` (token ids -> token ids) and
-        `translate_with_options` (strings, alpha, length offset, n ->
-        n-best translations) concrete functions.
+        `translate_ids` (token ids -> token ids) and, without
+        `server_batching`, `translate_with_options` (strings, alpha, length
+        offset, n -> n-best translations) concrete functions.
     """
-    return {
+    signatures = {
         DEFAULT_SIGNATURE: translator.translate.get_concrete_function(),
         IDS_SIGNATURE: translator.translate_ids.get_concrete_function(),
-        OPTIONS_SIGNATURE: (
-            translator.translate_with_options.get_concrete_function()
-        ),
     }
+    if not server_batching:
+        signatures[OPTIONS_SIGNATURE] = (
+            translator.translate_with_options.get_concrete_function()
+        )
+    return signatures
 
 
 def warmup_inputs(translator, sentences=WARMUP_SENTENCES) -> dict:
@@ -213,8 +223,9 @@ def export_translator(
     overwrite: bool = False,
     warmup_sentences=WARMUP_SENTENCES,
     languages: dict | None = None,
+    server_batching: bool = False,
 ) -> str:
-    """Saves a `Translator` as a SavedModel with its three signatures.
+    """Saves a `Translator` as a SavedModel with its signatures.
 
     Only inference state is saved: the model weights and the tokenizer's
     sentencepiece model (no optimizer, no Keras objects), so the SavedModel
@@ -240,6 +251,10 @@ def export_translator(
             or None to write none.
         languages: {"src_lang": ..., "tgt_lang": ...} to record
             (`read_languages`), or None.
+        server_batching: export only `BATCHED_SIGNATURES` and their warmup
+            requests, for a TF Serving started with --enable_batching: it
+            would refuse the version, whose `translate_with_options` warmup
+            request it cannot batch.
 
     Returns:
         `path`.
@@ -252,15 +267,16 @@ def export_translator(
     requests = None
     if warmup_sentences is not None:
         requests = warmup_inputs(translator, warmup_sentences)
+    signatures = serving_signatures(translator, server_batching)
+    if requests is not None:
+        requests = {name: requests[name] for name in signatures}
     # Beside the version, under names of this export's own (TF Serving
     # loads only numeric names): nothing that exists is ever written over,
     # and two exports of one version do not share a staging directory.
     tag = uuid.uuid4().hex[:12]
     partial = f"{path.rstrip('/')}.partial-{tag}"
     try:
-        tf.saved_model.save(
-            translator, partial, signatures=serving_signatures(translator)
-        )
+        tf.saved_model.save(translator, partial, signatures=signatures)
         if requests is not None:
             warmup.write_warmup_requests(partial, requests)
         if languages is not None:

@@ -91,6 +91,7 @@ class ExportBinaryTest(TestCase):
             "--version=2",
             "--length_offset=4",
             f"--warmup_file={warmup_file}",
+            "--server_batching",
         )
         self.assertEqual(result.returncode, 0, result.stderr[-3000:])
         path = os.path.join(export_dir, "en_de", "2")
@@ -101,6 +102,10 @@ class ExportBinaryTest(TestCase):
         translator = Translator(model, fixtures.tokenizer(), length_offset=4)
         expected = translator.translate(tf.constant(SENTENCES))
         loaded = serving.load_exported(path)
+        # --server_batching: what TF Serving's request batching can serve.
+        self.assertCountEqual(
+            loaded.signatures.keys(), serving.BATCHED_SIGNATURES
+        )
         served = loaded.signatures["serving_default"](
             inputs=tf.constant(SENTENCES)
         )

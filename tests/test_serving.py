@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_transformer import inference, serving, warmup
+from keras_transformer import inference, serving, tokens, warmup
 from keras_transformer.data.tokenizer import train_subword_vocab
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.training import averaging
@@ -118,6 +118,11 @@ class ExportTest(TestCase):
         cls.path = serving.export_translator(
             translator, serving.serving_path(cls.base_dir, "tiny", 1)
         )
+        cls.batching_path = serving.export_translator(
+            translator,
+            serving.serving_path(cls.base_dir, "batching", 1),
+            server_batching=True,
+        )
         cls.single_search_path = serving.export_translator(
             Translator(model, fixtures.tokenizer(), parallel_searches=1),
             os.path.join(cls.base_dir, "single", "1"),
@@ -218,6 +223,66 @@ class ExportTest(TestCase):
             ]
         )
         self.assert_translates_as_expected(output, atol=1e-4)
+
+    def test_server_batching_export_serves_merged_requests(self):
+        """`--server_batching`: only signatures whose every input and output
+        has a batch axis (TF Serving's batcher refuses others, and a version
+        whose warmup request it refuses), with their warmup requests; and
+        requests merged as the batcher merges them (inputs concatenated,
+        `source_ids` padded with each request's first element, outputs
+        split) translate as they do alone when their rows start with BOS,
+        as export/README.md tells clients."""
+        loaded = serving.load_exported(self.batching_path)
+        self.assertCountEqual(
+            loaded.signatures.keys(), serving.BATCHED_SIGNATURES
+        )
+        requests = warmup.read_warmup_requests(self.batching_path)
+        self.assertCountEqual(
+            [name for name, _ in requests], serving.BATCHED_SIGNATURES
+        )
+        for name, signature in loaded.signatures.items():
+            specs = [
+                *signature.structured_input_signature[1].values(),
+                *signature.structured_outputs.values(),
+            ]
+            for spec in specs:
+                self.assertGreaterEqual(spec.shape.rank, 1, name)
+                self.assertIsNone(spec.shape[0], name)
+        bos = tokens.BOS_ID
+        requests = [
+            np.array([[bos, 30, 41, 52, 3]], np.int32),
+            np.array([[bos, 60, 3, 0], [bos, 41, 30, 3]], np.int32),
+            np.array([[bos, 52, 52, 52, 60, 41, 3]], np.int32),
+        ]
+        width = max(ids.shape[1] for ids in requests)
+        merged = np.concatenate(
+            [
+                np.pad(
+                    ids,
+                    [(0, 0), (0, width - ids.shape[1])],
+                    constant_values=ids.flat[0],
+                )
+                for ids in requests
+            ]
+        )
+        translate_ids = loaded.signatures[serving.IDS_SIGNATURE]
+        together = translate_ids(source_ids=tf.constant(merged))
+        start = 0
+        for ids in requests:
+            alone = translate_ids(source_ids=tf.constant(ids))
+            rows = slice(start, start + len(ids))
+            start += len(ids)
+            for key, value in alone.items():
+                part = together[key][rows].numpy()
+                if key == "output_ids":
+                    # As wide as the merged call's longest output.
+                    length = value.shape[1]
+                    self.assertAllEqual(part[:, :length], value)
+                    self.assertFalse(np.any(part[:, length:]), key)
+                elif key == "scores":
+                    self.assertAllClose(part, value, atol=1e-5)
+                else:
+                    self.assertAllEqual(part, value, key)
 
     def assert_translates_as_expected(self, output, atol=1e-6):
         result = json.loads(output.strip().splitlines()[-1])
@@ -532,6 +597,20 @@ class ServingHelpersTest(TestCase):
                 ),
             ):
                 serving.warmup_inputs(translator, sentences)
+
+    def test_models_config_parses_as_tf_serving_reads_it(self):
+        # The ModelServerConfig text of export/models.config, whose model name
+        # is the export's default --model_name.
+        from google.protobuf import text_format
+        from tensorflow_serving.config import model_server_config_pb2
+
+        with open(os.path.join(ROOT, "export", "models.config")) as file:
+            config = text_format.Parse(
+                file.read(), model_server_config_pb2.ModelServerConfig()
+            )
+        (model,) = config.model_config_list.config
+        self.assertEqual(model.name, "transformer")
+        self.assertEqual(model.model_platform, "tensorflow")
 
     def test_serving_path_is_the_tf_serving_layout(self):
         self.assertEqual(

@@ -414,7 +414,10 @@ class Translator(tf.Module):
             replacement_char=0xFFFD,
         )
         invalid_utf8 = tf.not_equal(text, inputs)
-        pieces = self.tokenizer.tokenize(text)  # [B, (S)]
+        # One id past the longest source: whether it was truncated.
+        pieces = self.tokenizer.tokenize_head(
+            text, self.max_input_length + 1
+        )  # [B, (S)]
         # Nothing to translate: no subword, e.g. only (Unicode) whitespace.
         empty = tf.equal(pieces.row_lengths(), 0)
         ids, scores, lengths, truncated = self._search(

@@ -342,6 +342,52 @@ class SubwordTokenizerTest(test_case.TestCase):
             tokenizer.detokenize(ragged), tokenizer.detokenize(dense)
         )
 
+    def test_tokenize_head_is_the_first_ids_of_the_whole_text(self):
+        """`tokenize_head` cuts a long text before a space and tokenizes
+        that part: its ids must be those of the whole text, and where the
+        part holds too few (long words, no spaces, invalid UTF-8 near the
+        cut) the whole text is tokenized."""
+        tokenizer = fixtures.tokenizer()
+        words = " ".join(fixtures.sentences()).split()
+        prose = " ".join(words[i % len(words)] for i in range(3000))
+        texts = [
+            "",
+            "The cat sleeps.",
+            prose,
+            prose[:1999] + "x" * 5000,  # A long word across the cut.
+            "x" * 5000,  # No space at all.
+            " " * 3000 + prose,  # Spaces only, at first.
+            "\t".join(prose.split(" ")),  # Tabs, not spaces.
+            ("Grüße 日本語のテキスト " * 300),  # Multi-byte characters.
+            prose.encode()[:1500] + b"\xff\xfe" + prose.encode(),
+            prose.encode()[:-1] + b"\xc3",  # A truncated character, at the end.
+        ]
+        for num_tokens in (1, 7, 31, 128):
+            whole = tokenizer.tokenize(tf.constant(texts))
+            head = tokenizer.tokenize_head(tf.constant(texts), num_tokens)
+            self.assertAllEqual(head, whole[:, :num_tokens], num_tokens)
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def in_graph(strings):
+            return tokenizer.tokenize_head(strings, 31)
+
+        self.assertAllEqual(in_graph(tf.constant(texts)), whole[:, :31])
+        # Of an ordinary long text, only the beginning is tokenized.
+        lengths = []
+        tokenize = tokenizer.tokenize
+
+        def recording(strings):
+            lengths.append(
+                int(tf.reduce_max(tf.strings.length(strings, unit="UTF8_CHAR")))
+            )
+            return tokenize(strings)
+
+        tokenizer.tokenize = recording
+        tokenizer.tokenize_head(tf.constant([prose]), 31)
+        self.assertLen(lengths, 1)
+        self.assertLess(lengths[0], 64 * 31)
+        self.assertGreater(len(prose), 5 * 64 * 31)
+
     def test_works_inside_tf_function(self):
         tokenizer = fixtures.tokenizer()
 

@@ -148,6 +148,15 @@ class TranslatorTest(TestCase):
         ids = numpy(translator.translate_ids(kept))
         self.assertAllClose(result["scores"][:1], ids["scores"], atol=1e-5)
         self.assertFalse(ids["truncated"][0])
+        # Texts long enough that only their beginning is tokenized
+        # (`SubwordTokenizer.tokenize_head`), with spaces or without.
+        huge = numpy(
+            translator.translate(
+                tf.constant([" ".join([long] * 100), "x" * 3000])
+            )
+        )
+        self.assertAllEqual(huge["truncated"], [True, True])
+        self.assertAllClose(huge["scores"][:1], ids["scores"], atol=1e-5)
 
     def test_empty_and_invalid_utf8_inputs_are_reported(self):
         translator = tiny_translator()
