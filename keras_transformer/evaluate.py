@@ -45,7 +45,7 @@ def define_flags(flag_values=FLAGS):
         "data",
         None,
         "Instead of --src/--ref: a data spec "
-        "(demo, text:PREFIX, tfds:wmt14_translate/de-en).",
+        "(demo, text:PREFIX, tsv:PATH, tfds:wmt14_translate/de-en).",
         **fv,
     )
     flags.DEFINE_enum(
@@ -255,7 +255,7 @@ def _check_output(flag_values, src_lang: str, tgt_lang: str) -> None:
 
     Raises:
         ValueError: naming both paths.
-        FileNotFoundError: if `--data` has no test split (`sources`).
+        FileNotFoundError: if `--data` has no `--split` split (`sources`).
     """
     output = flag_values.output
     if not output:
