@@ -491,7 +491,11 @@ class Translator(tf.Module):
         batch_size = tf.shape(source_ids)[0]
         padded_batch = _next_power_of_two(batch_size)
         source_length = tf.shape(source_ids)[1]
-        padded_source = _round_up(source_length, _LENGTH_BUCKET)
+        # Both within `max_length`: a learned position table has no rows
+        # past it (sources and outputs fit it, their buckets need not).
+        padded_source = tf.minimum(
+            _round_up(source_length, _LENGTH_BUCKET), self.max_length
+        )
         padded_cache = tf.minimum(
             _round_up(cache_length, _LENGTH_BUCKET), self.max_length
         )

@@ -843,3 +843,144 @@ class TopKTest(TestCase):
                 got_values, np.maximum(want_values, NEG_INF), atol=2e-5, rtol=0
             )
             self.assertEqual(got_values[2, 0], 0.0)
+
+
+# Two word tokens of PrefixTable's vocabulary of 6.
+A, B = 4, 5
+
+
+def canned(probabilities):
+    """A one-sentence PrefixTable whose next-token distribution after BOS +
+    each listed prefix is given ({prefix tuple: {token: p}}); unlisted
+    tokens get p 1e-6 (PAD and BOS stay -inf)."""
+    model = PrefixTable(1, max_length=4, seed=0)
+    for prefix, probs in probabilities.items():
+        logits = np.full(model.vocab_size, np.log(1e-6))
+        for token, p in probs.items():
+            logits[token] = np.log(p)
+        logits[[0, BOS_ID]] = -np.inf
+        model.table[0, model.code([BOS_ID, *prefix])] = logits
+    model.tf_table = tf.constant(model.table, tf.float32)
+    return model
+
+
+class BeamSearchBoundaryTest(TestCase):
+    """Cases at the edges of the search: several beams ending at once, exact
+    ties, loop lengths below the limits, sentences without any token."""
+
+    def test_beam_stays_full_when_several_beams_end_at_once(self):
+        # Step 1: both beams' best extension is EOS (b EOS .24, a EOS .225),
+        # the 2 best of the sentence, so they finish; the K = 2 beams alive
+        # must be the next two, "a a" (.15) and "b b" (.14): 2K candidates
+        # hold them. "b b b" (.14 * .999) then wins with alpha 4. A search
+        # that ranks fewer candidates (e.g. K + 1) keeps only "a a" alive.
+        model = canned(
+            {
+                (): {A: 0.5, B: 0.4, EOS_ID: 0.1},
+                (A,): {EOS_ID: 0.45, A: 0.3, B: 0.25},
+                (B,): {EOS_ID: 0.6, B: 0.35, A: 0.05},
+                (A, A): {EOS_ID: 0.3, A: 0.35, B: 0.35},
+                (B, B): {B: 0.999},
+            }
+        )
+        result = beam_search(
+            model.logits_fn,
+            *model.inputs(),
+            vocab_size=model.vocab_size,
+            beam_size=2,
+            max_decode_length=3,
+            alpha=4.0,
+        )
+        self.assertAllEqual(result.ids[0, 0], [B, B, B])
+        self.assertAllEqual(result.lengths[0, 0], 3)
+        self.assertAllClose(
+            result.scores[0, 0],
+            sum(model.log_probs(0, [B, B, B][:i])[B] for i in range(3))
+            / penalty(3, 4.0),
+            rtol=1e-5,
+        )
+
+    def test_exact_tie_with_the_best_alive_hypothesis_stops_the_search(self):
+        # "Done when its n-th finished score is at least the best alive
+        # log-probability over the largest reachable penalty": with alpha 0
+        # EOS (p .5) ties with "a" (p .5) after one step; nothing longer
+        # can do better, so one step suffices.
+        model = canned({(): {EOS_ID: 0.5, A: 0.5}, (A,): {A: 1.0}})
+        result = beam_search(
+            model.logits_fn,
+            *model.inputs(),
+            vocab_size=model.vocab_size,
+            beam_size=1,
+            max_decode_length=4,
+            alpha=0.0,
+        )
+        self.assertEqual(model.calls, 1)
+        self.assertAllEqual(result.ids[0, 0], [EOS_ID, 0, 0, 0])
+        self.assertAllClose(result.scores[0, 0], model.log_probs(0, [])[EOS_ID])
+
+    def test_max_decode_steps_below_the_limits_is_the_limit(self):
+        # "limits above it are lowered to it": hypotheses reaching the loop
+        # length end there and compete with those ended by EOS, exactly as
+        # with limits of that length.
+        model = PrefixTable(3, max_length=5, seed=3, eos_bias=[0.5, 0, -1])
+        expected = beam_search(
+            model.logits_fn,
+            *model.inputs(),
+            model.vocab_size,
+            3,
+            max_decode_length=[3, 3, 3],
+            num_return=3,
+        )
+        result = beam_search(
+            model.logits_fn,
+            *model.inputs(),
+            model.vocab_size,
+            3,
+            max_decode_length=[5, 5, 4],
+            num_return=3,
+            max_decode_steps=3,
+        )
+        self.assertEqual(result.ids.shape, (3, 3, 3))
+        self.assertAllEqual(result.ids, expected.ids)
+        self.assertAllEqual(result.lengths, expected.lengths)
+        self.assertAllClose(result.scores, expected.scores)
+        # fixture: some best hypotheses stop at the loop length, without EOS
+        self.assertIn(3, result.lengths.numpy()[:, 0])
+
+    def test_hypotheses_without_any_token_have_only_zero_ids(self):
+        # A sentence whose every token is -inf (a logits function that
+        # forbids them all) gets N empty hypotheses: length 0, ids 0.
+        def logits_fn(ids, step, state, static):
+            del step  # Unused.
+            # static is tiled for the beams (tile_static=True): [B*K].
+            finite = static["finite"][:, None]
+            logits = tf.where(finite, tf.zeros([tf.shape(ids)[0], 6]), -np.inf)
+            return logits, state
+
+        result = beam_search(
+            logits_fn,
+            tf.fill([2], BOS_ID),
+            {},
+            {"finite": tf.constant([True, False])},
+            vocab_size=6,
+            beam_size=2,
+            max_decode_length=3,
+            num_return=2,
+        )
+        self.assertAllEqual(result.lengths[1], [0, 0])
+        self.assertAllEqual(result.ids[1], tf.zeros([2, 3], tf.int32))
+
+    def test_a_one_element_limit_vector_applies_to_every_sentence(self):
+        # decode_limits accepts a scalar, [B] or [1] (broadcast).
+        model = PrefixTable(3, max_length=4, seed=6, eos_bias=-1.0)
+        for search in (
+            lambda limits: beam_search(
+                model.logits_fn, *model.inputs(), model.vocab_size, 2, limits
+            ),
+            lambda limits: greedy_search(
+                model.logits_fn, *model.inputs(), limits
+            ),
+        ):
+            expected, result = search(3), search([3])
+            self.assertAllEqual(result.ids, expected.ids)
+            self.assertAllEqual(result.lengths, expected.lengths)

@@ -8,6 +8,9 @@ import tensorflow as tf
 
 from keras_transformer import TransformerConfig, build_transformer
 from keras_transformer.decoding import translator as translator_lib
+from keras_transformer.decoding.transformer_search import (
+    transformer_beam_search,
+)
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.tokens import BOS_ID, EOS_ID
 from tests.data import fixtures
@@ -511,3 +514,149 @@ class TranslatorTest(TestCase):
                 f"Received: model.config.source_vocab_size={source_vocab_size}",
             ):
                 Translator(own_source, tokenizer)
+
+
+class SearchBoundaryTest(TestCase):
+    def test_a_source_of_exactly_max_input_length_tokens_is_kept_whole(self):
+        # max_length - 1 subword tokens (+ EOS) fit: not truncated, and
+        # translated from all of them; one more token is truncated.
+        translator = tiny_translator()
+        limit = translator.max_input_length  # 11
+        tokens = list(range(5, 5 + limit + 1))  # 12 subword ids, none special
+        fits = tf.constant([tokens[:limit]])
+        result = translator.translate_ids(fits)
+        self.assertAllEqual(result["truncated"], [False])
+        over = translator.translate_ids(tf.constant([tokens]))
+        self.assertAllEqual(over["truncated"], [True])
+        # The reference: the model's search over the 11 tokens and EOS, with
+        # translate_ids's limit min(11 + length_offset 4, max_length).
+        expected = transformer_beam_search(
+            translator.model,
+            tf.constant([tokens[:limit] + [EOS_ID]]),
+            beam_size=4,
+            max_decode_length=[min(limit + 4, MAX_LENGTH)],
+            alpha=0.6,
+        )
+        self.assertAllClose(result["scores"], expected.scores[:, 0], atol=1e-5)
+        self.assertAllEqual(result["lengths"], expected.lengths[:, 0])
+
+    def test_parallel_searches_of_unequal_limits_equal_one_search(self):
+        # Without `max_decode_steps` the parts must still share one loop
+        # length (the largest limit of the whole batch), or their ids
+        # cannot be joined.
+        model = tiny_model()
+        source = tf.constant(
+            [[5, 9, 17, EOS_ID], [6, 7, EOS_ID, 0], [8, EOS_ID, 0, 0]]
+        )
+        limits = tf.constant([7, 3, 2])
+        one = transformer_beam_search(model, source, 2, limits, num_return=2)
+        for parts in (2, 3):
+            split = transformer_beam_search(
+                model, source, 2, limits, num_return=2, parallel_searches=parts
+            )
+            self.assertEqual(split.ids.shape, (3, 2, 7))
+            self.assertAllEqual(split.ids, one.ids)
+            self.assertAllEqual(split.lengths, one.lengths)
+            self.assertAllClose(split.scores, one.scores, atol=1e-5)
+
+
+class EosBiased:
+    """A `Transformer` whose decoding steps favour EOS by `bias` (so that
+    hypotheses end early and the search can stop before its limits) and
+    count themselves in `steps` (a tf.Variable, also inside graphs)."""
+
+    def __init__(self, model, bias):
+        self._model = model
+        self._bias = tf.one_hot(EOS_ID, model.config.vocab_size) * bias
+        self.steps = tf.Variable(0)
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def decode_step(self, *args, **kwargs):
+        self.steps.assign_add(1)
+        logits, cache = self._model.decode_step(*args, **kwargs)
+        return logits + self._bias, cache
+
+
+class NumNeededTest(TestCase):
+    SOURCE = [[5, 9, 17, 30, 41, 12, EOS_ID], [6, 7, 8, 22, EOS_ID, 0, 0]]
+
+    def test_parallel_searches_with_num_needed_equal_one_search(self):
+        # All N returned hypotheses, not only the `num_needed` first: a
+        # search stops once those are final and leaves the others as they
+        # are then, so the parts must stop as one search does.
+        model = EosBiased(tiny_model(), bias=4.0)
+        source = tf.constant(self.SOURCE)
+
+        def search(parts, num_needed):
+            return transformer_beam_search(
+                model,
+                source,
+                4,
+                11,
+                num_return=4,
+                num_needed=num_needed,
+                parallel_searches=parts,
+            )
+
+        one = search(1, 1)
+        full = search(1, None)
+        self.assertNotAllClose(  # fixture: stopping early shows
+            one.scores[:, 1:], full.scores[:, 1:]
+        )
+        split = search(2, 1)
+        self.assertAllEqual(split.ids, one.ids)
+        self.assertAllEqual(split.lengths, one.lengths)
+        self.assertAllClose(split.scores, one.scores, atol=1e-5)
+
+    def test_request_for_fewer_hypotheses_decodes_fewer_steps(self):
+        # translate_with_options's graph holds K hypotheses; a request for
+        # one must stop once it is final, not wait for all K.
+        model = EosBiased(tiny_model(), bias=4.0)
+        translator = tiny_translator(model=model)
+        source = tf.constant(
+            ["The cat sleeps on the sofa.", "I like green tea."]
+        )
+        steps = []
+        for n in (1, 4):
+            model.steps.assign(0)
+            translator.translate_with_options(source, 0.6, 4, n)
+            steps.append(int(model.steps.numpy()))
+        self.assertLess(steps[0], steps[1])
+
+
+def learned_positions_translators(max_length=20):
+    """The graph and XLA translators (length_offset 50) of a tiny model
+    with a learned position table of `max_length` rows (Table 3 row E)."""
+    keras.utils.set_random_seed(7)
+    model = build_transformer(
+        TransformerConfig.preset(
+            "tiny",
+            vocab_size=fixtures.VOCAB_SIZE,
+            num_layers=1,
+            d_model=32,
+            d_ff=64,
+            num_heads=4,
+            max_length=max_length,
+            positional="learned",
+        )
+    )
+    return [
+        Translator(
+            model, fixtures.tokenizer(), length_offset=50, jit_compile=jit
+        )
+        for jit in (False, True)
+    ]
+
+
+class XlaLearnedPositionsTest(TestCase):
+    def test_xla_source_padding_stays_within_a_learned_position_table(self):
+        # 16 subword tokens + EOS were padded to 32 source positions for
+        # XLA's length buckets, past the table's 20 rows ("Expected size[0]
+        # in [0, 20], but got 32"); the graph translator translated them.
+        graph, xla = learned_positions_translators(max_length=20)
+        ids = tf.constant([list(range(5, 21))])  # 16 tokens (at most 19)
+        got, want = xla.translate_ids(ids), graph.translate_ids(ids)
+        self.assertAllEqual(got["output_ids"], want["output_ids"])
+        self.assertAllClose(got["scores"], want["scores"], atol=1e-4)
