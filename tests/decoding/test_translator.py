@@ -20,8 +20,9 @@ MAX_LENGTH = 12
 SENTENCES = ["The cat sleeps on the sofa.", "I like green tea."]
 
 
-def tiny_model(seed=7):
-    """A random 1-layer model over the fixtures' vocabulary."""
+def tiny_model(seed=7, **overrides):
+    """A random 1-layer model over the fixtures' vocabulary; `overrides`
+    are config fields."""
     keras.utils.set_random_seed(seed)
     config = TransformerConfig.preset(
         "tiny",
@@ -32,7 +33,7 @@ def tiny_model(seed=7):
         num_heads=4,
         max_length=MAX_LENGTH,
     )
-    return build_transformer(config)
+    return build_transformer(config.replace(**overrides))
 
 
 def tiny_translator(beam_size=4, alpha=0.6, length_offset=4, model=None):
@@ -629,19 +630,7 @@ class NumNeededTest(TestCase):
 def learned_positions_translators(max_length=20):
     """The graph and XLA translators (length_offset 50) of a tiny model
     with a learned position table of `max_length` rows (Table 3 row E)."""
-    keras.utils.set_random_seed(7)
-    model = build_transformer(
-        TransformerConfig.preset(
-            "tiny",
-            vocab_size=fixtures.VOCAB_SIZE,
-            num_layers=1,
-            d_model=32,
-            d_ff=64,
-            num_heads=4,
-            max_length=max_length,
-            positional="learned",
-        )
-    )
+    model = tiny_model(max_length=max_length, positional="learned")
     return [
         Translator(
             model, fixtures.tokenizer(), length_offset=50, jit_compile=jit
