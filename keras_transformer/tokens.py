@@ -19,6 +19,7 @@ NUM_SPECIAL_TOKENS = 4
 # Byte pieces <0x00>..<0xFF> that the tokenizer's `byte_fallback` reserves.
 NUM_BYTE_PIECES = 256
 # The smallest vocabulary the tokenizer learns: the special ids, the byte
-# pieces and one character (a text needs one piece per character it covers
-# on top).
-MIN_VOCAB_SIZE = NUM_SPECIAL_TOKENS + NUM_BYTE_PIECES + 1
+# pieces, sentencepiece's word marker "▁" and one character (a text needs
+# one piece per character it covers on top; at 261 sentencepiece fails,
+# after reading the whole corpus).
+MIN_VOCAB_SIZE = NUM_SPECIAL_TOKENS + NUM_BYTE_PIECES + 2

@@ -62,7 +62,7 @@ class TrainFlagsTest(TestCase):
                 "--learning_rate_scale must be a positive",
             ),
             # 4 special ids, 256 byte pieces and one character.
-            (["--vocab_size=260"], "vocab_size=260: 260 is not integer >= 261"),
+            (["--vocab_size=261"], "vocab_size=261: 261 is not integer >= 262"),
             (
                 ["--train_steps=5", "--steps_per_checkpoint=2"],
                 "multiple of --steps_per_checkpoint",

@@ -579,3 +579,93 @@ class DistributedDatasetFnTest(test_case.TestCase):
         # every example reaches a replica once.
         self.assertLessEqual(largest, 32)
         self.assertEqual(seen, 64)
+
+
+def _in_memory(sources, targets):
+    return batching.PairsInMemory(
+        tf.ragged.constant(sources, dtype=tf.int32),
+        tf.ragged.constant(targets, dtype=tf.int32),
+    )
+
+
+class UnshuffledPairsInMemoryTest(test_case.TestCase):
+    def test_shuffle_false_keeps_the_corpus_order_whatever_the_seed(self):
+        # make_eval_dataset batches PairsInMemory with shuffle=False: each
+        # bucket's batches hold its pairs in corpus order, as a dataset's.
+        sources, targets = _examples(count=120)
+        in_memory = _in_memory(sources, targets)
+
+        def order(examples, seed):
+            return _indices(
+                _batches(
+                    batching.token_batches(
+                        examples,
+                        300,
+                        _MAX_LENGTH,
+                        shuffle=False,
+                        seed=seed,
+                        deterministic=True,
+                    )
+                )
+            )
+
+        want = order(_dataset(sources, targets), 1)
+        self.assertEqual(order(in_memory, 1), want)
+        self.assertEqual(order(in_memory, 2), want)
+
+
+class ResumedDistributedDatasetTest(test_case.TestCase):
+    def test_a_resumed_pipeline_skips_the_batches_of_its_replicas(self):
+        # Each step takes one batch per replica of this pipeline (2 of the
+        # 4 replicas read from each of 2 pipelines): a run resumed at step 3
+        # goes on from this pipeline's batch 6.
+        def batches(start_step, count):
+            dataset_fn = batching.distributed_dataset_fn(
+                _dataset(*_examples(count=60)),
+                1200,
+                max_length=_MAX_LENGTH,
+                start_step=start_step,
+                seed=5,
+                deterministic=True,
+                repeat=True,
+            )
+            context = tf.distribute.InputContext(
+                num_input_pipelines=2,
+                input_pipeline_id=1,
+                num_replicas_in_sync=4,
+            )
+            return _batches(dataset_fn(context).take(count))
+
+        want, got = batches(0, 16)[6:], batches(3, 10)
+        self.assertLen(got, len(want))
+        for batch, same in zip(got, want):
+            for array, same_array in zip(batch, same):
+                self.assertAllEqual(array, same_array)
+
+
+class EpochSeedsTest(test_case.TestCase):
+    def test_neighbouring_seeds_do_not_share_their_epochs(self):
+        # Runs of seeds 1 and 2 (e.g. a seed study) must not see the same
+        # shuffles one epoch apart: epoch e's seed is not seed + e.
+        examples = _in_memory(*_examples(count=40))
+        per_epoch = batching.epoch_batch_count(examples, 300, _MAX_LENGTH)
+
+        def epochs(seed):
+            order = _indices(
+                _batches(
+                    batching.token_batches(
+                        examples,
+                        300,
+                        _MAX_LENGTH,
+                        seed=seed,
+                        deterministic=True,
+                        repeat=True,
+                    ).take(2 * per_epoch)
+                )
+            )
+            return order[:40], order[40:]
+
+        first = epochs(1)
+        second = epochs(2)
+        self.assertCountEqual(first[1], range(40))
+        self.assertNotEqual(first[1], second[0])

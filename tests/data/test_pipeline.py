@@ -400,6 +400,17 @@ class PipelineTest(test_case.TestCase):
             )
 
 
+def write_fixture_corpus(folder, name):
+    """The fixture pairs as `<folder>/<name>.en` and `.de`; returns the
+    prefix."""
+    for lang, side in (("en", 0), ("de", 1)):
+        fixtures.write(
+            os.path.join(folder, f"{name}.{lang}"),
+            "".join(pair[side] + "\n" for pair in fixtures.PAIRS),
+        )
+    return os.path.join(folder, name)
+
+
 def _resident_bytes():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -431,3 +442,160 @@ class DemoPipelineTest(test_case.TestCase):
         self.assertEqual(stats.num_examples, len(english))
         self.assertEqual(stats.dropped_empty + stats.dropped_overlong, 0)
         self.assertGreater(stats.padding_efficiency, 0.75)
+
+
+class FilterBoundaryTest(test_case.TestCase):
+    def test_a_side_of_max_length_tokens_is_overlong_one_less_is_kept(self):
+        # max_length counts the EOS (or BOS) that batching adds: a side of
+        # max_length tokens would make token_batches fail mid-training.
+        max_length = 6
+        source_ids = tf.ragged.constant(
+            [[5] * (max_length - 1), [5] * max_length, [5]], tf.int32
+        )
+        target_ids = tf.ragged.constant([[6], [6], [6] * max_length], tf.int32)
+        kept_source, kept_target, stats = pipeline.filter_by_length(
+            source_ids, target_ids, max_length
+        )
+        self.assertEqual(stats.dropped_overlong, 2)
+        self.assertEqual(stats.overlong_pairs, (2, 3))
+        self.assertEqual(stats.num_examples, 1)
+        # What is kept batches without an error.
+        batches = batching.token_batches(
+            batching.PairsInMemory(kept_source, kept_target),
+            max_length,
+            max_length,
+            shuffle=False,
+        )
+        self.assertLen(list(batches), 1)
+
+
+class EvalOrderTest(test_case.TestCase):
+    def test_eval_batches_keep_the_corpus_order(self):
+        # "fixed order": each batch's rows in corpus order, not a seeded
+        # shuffle that merely repeats.
+        folder = fixtures.tempdir(self)
+        write_fixture_corpus(folder, "dev")
+        tokenizer = fixtures.tokenizer()
+        dataset, _ = pipeline.make_eval_dataset(
+            f"text:train={folder}/dev,dev={folder}/dev",
+            tokenizer,
+            src_lang="en",
+            tgt_lang="de",
+            batch_tokens=300,
+            max_length=40,
+        )
+        english = [pair[0] for pair in fixtures.PAIRS]
+        rows = [
+            [
+                english.index(sentence.decode())
+                for sentence in tokenizer.detokenize(features["source_ids"])
+                .numpy()
+                .tolist()
+            ]
+            for features, _ in dataset.as_numpy_iterator()
+        ]
+        self.assertCountEqual(sum(rows, []), range(len(english)))
+        for batch in rows:
+            self.assertEqual(batch, sorted(batch))
+
+
+class DropWarningTest(test_case.TestCase):
+    def test_drops_are_a_warning_a_clean_split_is_not(self):
+        # An overlong corpus shows at once, before hours of training.
+        folder = fixtures.tempdir(self)
+        english = [pair[0] for pair in fixtures.PAIRS]
+        german = [pair[1] for pair in fixtures.PAIRS]
+        for name, extra in (("clean", []), ("dropping", [("", "Leer.")])):
+            for lang, side in (("en", english), ("de", german)):
+                lines = side + [pair[lang == "de"] for pair in extra]
+                fixtures.write(
+                    os.path.join(folder, f"{name}.{lang}"),
+                    "\n".join(lines) + "\n",
+                )
+
+        def load(name):
+            return pipeline.load_training_batches(
+                f"text:{folder}/{name}",
+                fixtures.tokenizer(),
+                src_lang="en",
+                tgt_lang="de",
+                batch_tokens=200,
+                max_length=40,
+                measure_padding=False,
+            )
+
+        with self.assertLogs("absl", "WARNING") as logs:
+            load("dropping")
+        self.assertIn("1 dropped with an empty side (pair 25)", logs.output[0])
+        with self.assertNoLogs("absl", "WARNING"):
+            load("clean")
+
+
+class ResumeWithAccumulationTest(test_case.TestCase):
+    def test_a_resumed_run_skips_every_batch_of_its_steps(self):
+        # With 2 batches per step (gradient accumulation), step 3 starts at
+        # the 4th group: batches 6 and 7 of an uninterrupted run.
+        folder = fixtures.tempdir(self)
+        write_fixture_corpus(folder, "train")
+        batches = pipeline.load_training_batches(
+            f"text:{folder}/train",
+            fixtures.tokenizer(),
+            src_lang="en",
+            tgt_lang="de",
+            batch_tokens=100,
+            max_length=40,
+            seed=3,
+            deterministic=True,
+            repeat=True,
+            measure_padding=False,
+            batches_per_step=2,
+        )
+
+        def groups(start_step, count):
+            return [
+                (features["source_ids"].to_list(), labels.to_list())
+                for features, labels in batches.dataset(start_step).take(count)
+            ]
+
+        self.assertEqual(groups(3, 4), groups(0, 7)[3:])
+
+
+class VocabularyOfAnEditedCorpusTest(test_case.TestCase):
+    def setUp(self):
+        super().setUp()
+        self.folder = fixtures.tempdir(self)
+        # The fixture corpus's vocabulary, learned at 330 pieces.
+        self.load = functools.partial(
+            pipeline.load_or_train_tokenizer,
+            f"text:{write_fixture_corpus(self.folder, 'train')}",
+            os.path.join(self.folder, "vocab", "bpe.model"),
+            src_lang="en",
+            tgt_lang="de",
+        )
+        self.load(vocab_size=330)
+
+    def test_an_edit_that_keeps_the_file_size_is_seen(self):
+        # A typo fixed letter for letter leaves the size: the modification
+        # time tells that the vocabulary was learned from other text.
+        train_de = os.path.join(self.folder, "train.de")
+        with open(train_de, encoding="utf-8") as f:
+            text = f.read()
+        size = os.path.getsize(train_de)
+        mtime = os.stat(train_de).st_mtime_ns
+        fixtures.write(train_de, text.replace("Hause", "Heime"))
+        os.utime(train_de, ns=(mtime + 10**9, mtime + 10**9))
+        self.assertEqual(os.path.getsize(train_de), size)
+        with self.assertLogs("absl", "WARNING") as logs:
+            self.load()
+        self.assertIn("The train files changed since", logs.output[0])
+
+    def test_an_older_record_without_file_state_is_not_a_change(self):
+        # Records of older versions hold no train_files: the vocabulary is
+        # kept without a warning that its files changed.
+        record_path = os.path.join(self.folder, "vocab", "bpe.data.json")
+        with open(record_path) as f:
+            record = json.load(f)
+        del record["train_files"]
+        fixtures.write(record_path, json.dumps(record))
+        with self.assertNoLogs("absl", "WARNING"):
+            self.assertEqual(self.load().vocab_size, 330)

@@ -306,3 +306,30 @@ class TextFilesTest(test_case.TestCase):
         self.assertLess(time.perf_counter() - start, 2.0)
         self.assertLen(sources, 50000)
         self.assertEqual(targets[-1], "sentence number 49999 .")
+
+
+# The first bytes of a zstd frame (magic number, frame header).
+_ZSTD = b"\x28\xb5\x2f\xfd\x24\x13\x99\x00\x00"
+
+
+class CompressionSignatureTest(test_case.TestCase):
+    def write(self, name, content):
+        path = os.path.join(fixtures.tempdir(self), name)
+        return fixtures.write(path, content)
+
+    def test_zstd_is_named_with_its_tool(self):
+        path = self.write("train.en.zst", _ZSTD + b"Hello .\n")
+        with self.assertRaisesRegex(
+            ValueError,
+            f"^{path} is zstd-compressed, not text; decompress it first "
+            f"\\(e.g. `unzstd -k {path}`\\). Received: path={path}$",
+        ):
+            text_files.read_lines(path)
+
+    def test_text_that_starts_like_a_signature_is_text(self):
+        # "BZh" alone is no bzip2 signature (it goes on "1AY&SY" after the
+        # block size): a sentence may start so.
+        path = self.write("train.en", "BZh9 is a code .\nHello .\n")
+        self.assertEqual(
+            text_files.read_lines(path), ["BZh9 is a code .", "Hello ."]
+        )

@@ -291,3 +291,20 @@ class TfdsSourceTest(test_case.TestCase):
             "cannot be loaded: .*only: 1.0.0. If that is not the name",
         ):
             sources.load_pairs(f"{spec}:9.9.9", "dev", "en", "de", version_only)
+
+
+class TfdsLanguagesTest(test_case.TestCase):
+    def test_one_language_on_both_sides_is_refused(self):
+        # Called directly (not through `sources`), en-en would read the
+        # English side as its own translation.
+        with (
+            tfds.testing.mock_data(num_examples=1),
+            self.assertRaisesRegex(
+                ValueError,
+                "`src_lang` and `tgt_lang` must differ.*"
+                "Received: src_lang=en, tgt_lang=en",
+            ),
+        ):
+            tfds_source.load_tfds_split(
+                "wmt14_translate/de-en", "train", "en", "en"
+            )

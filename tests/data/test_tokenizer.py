@@ -208,7 +208,7 @@ class TrainSubwordVocabTest(test_case.TestCase):
     def test_vocab_size_below_the_reserved_pieces(self):
         with self.assertRaisesRegex(
             ValueError,
-            "`vocab_size` must be an integer >= 261.*Received: vocab_size=100",
+            "`vocab_size` must be an integer >= 262.*Received: vocab_size=100",
         ):
             tokenizer_lib.train_subword_vocab(fixtures.sentences(), 100, "m")
 
@@ -372,21 +372,24 @@ class SubwordTokenizerTest(test_case.TestCase):
             return tokenizer.tokenize_head(strings, 31)
 
         self.assertAllEqual(in_graph(tf.constant(texts)), whole[:, :31])
-        # Of an ordinary long text, only the beginning is tokenized.
-        lengths = []
+        # Of a long text, only the beginning is tokenized: cut between
+        # characters (not bytes, which would split a multi-byte one and
+        # leave invalid UTF-8, tokenized whole) before the last space
+        # within 64 characters per id.
+        text = "Grüße schön 日本語 " * 2000
+        calls = []
         tokenize = tokenizer.tokenize
 
         def recording(strings):
-            lengths.append(
-                int(tf.reduce_max(tf.strings.length(strings, unit="UTF8_CHAR")))
-            )
+            calls.append(strings)
             return tokenize(strings)
 
         tokenizer.tokenize = recording
-        tokenizer.tokenize_head(tf.constant([prose]), 31)
-        self.assertLen(lengths, 1)
-        self.assertLess(lengths[0], 64 * 31)
-        self.assertGreater(len(prose), 5 * 64 * 31)
+        head = tokenizer.tokenize_head(tf.constant([text]), 31)
+        self.assertLen(calls, 1)
+        (cut,) = calls[0].numpy().tolist()
+        self.assertEqual(cut.decode(), text[: 64 * 31].rsplit(" ", 1)[0])
+        self.assertAllEqual(head, tokenize(tf.constant([text]))[:, :31])
 
     def test_works_inside_tf_function(self):
         tokenizer = fixtures.tokenizer()
@@ -493,4 +496,30 @@ class SubwordTokenizerTest(test_case.TestCase):
         self.assertEqual(result.returncode, 0, msg=result.stderr)
         self.assertEqual(
             result.stdout.strip().split("\n")[-1], "|".join(_NORMALISED)
+        )
+
+
+class SampleSentencesTest(test_case.TestCase):
+    def test_sample_is_uniform_over_the_usable_sentences(self):
+        # Blank lines (sentencepiece skips them) between the sentences: the
+        # sample is still drawn from all usable sentences alike.
+        corpus = [
+            line for index in range(1000) for line in ("", str(index), " ")
+        ]
+        sample, count = tokenizer_lib._sample_sentences(corpus, 100, seed=3)
+        self.assertEqual(count, 3000)
+        numbers = [int(sentence) for sentence in sample]
+        self.assertLen(set(numbers), 100)
+        self.assertBetween(np.mean(numbers), 350, 650)
+        # As many from the second half as from the first, roughly.
+        self.assertBetween(sum(number >= 500 for number in numbers), 35, 65)
+
+    def test_the_byte_limit_counts_utf8_bytes_not_characters(self):
+        # sentencepiece skips sentences over 4192 bytes: a sentence of
+        # 2-byte characters is skipped from 2097 characters on.
+        limit = tokenizer_lib._MAX_SENTENCE_BYTES
+        fits, too_long = "ü" * (limit // 2), "ü" * (limit // 2 + 1)
+        self.assertEqual(
+            tokenizer_lib._sample_sentences(["a", too_long, fits], 5, seed=0),
+            (["a", fits], 3),
         )

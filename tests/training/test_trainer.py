@@ -487,7 +487,8 @@ class TrainerTest(TestCase):
         for overrides, message in (
             (
                 {"vocab_size": tokens.MIN_VOCAB_SIZE - 1},
-                f">= {tokens.MIN_VOCAB_SIZE} .*vocab_size=260",
+                f">= {tokens.MIN_VOCAB_SIZE} "
+                f".*vocab_size={tokens.MIN_VOCAB_SIZE - 1}",
             ),
             (
                 {"config": tiny_config(source_vocab_size=VOCAB)},
