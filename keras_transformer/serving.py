@@ -157,10 +157,17 @@ def check_export_path(path: str, overwrite: bool = False) -> None:
             "replaces only a version directory; move the file away or "
             f"choose a new `version`. Received: path={path}"
         )
-    parent = os.path.dirname(os.path.normpath(path))
-    while parent and not tf.io.gfile.exists(parent):
+    # normpath would make "gs://b/m/1" the local "gs:/b/m/1"; a URL's walk
+    # stops at its scheme ("gs:").
+    remote = files.is_remote(path)
+    parent = os.path.dirname(
+        path.rstrip("/") if remote else os.path.normpath(path)
+    )
+    while (
+        parent and not parent.endswith(":") and not tf.io.gfile.exists(parent)
+    ):
         parent = os.path.dirname(parent)
-    if not parent:
+    if not parent or parent.endswith(":"):
         return
     if not tf.io.gfile.isdir(parent):
         raise NotADirectoryError(
@@ -168,7 +175,7 @@ def check_export_path(path: str, overwrite: bool = False) -> None:
             "under it; pass a directory as the export base (--export_dir). "
             f"Received: path={path}"
         )
-    if not files.is_remote(parent) and not os.access(parent, os.W_OK | os.X_OK):
+    if not remote and not os.access(parent, os.W_OK | os.X_OK):
         raise PermissionError(
             f"{parent} cannot be written, so the export directory cannot be "
             "created in it; pass a writable export base (--export_dir). "

@@ -18,7 +18,7 @@ import pytest
 import sacrebleu
 from absl import flags
 
-from keras_transformer import evaluate, serving, translate
+from keras_transformer import commands, evaluate, serving, translate
 from keras_transformer.data import text_files
 from keras_transformer.decoding.translator import Translator
 from tests.data import fixtures
@@ -447,4 +447,60 @@ class CommandsTest(TestCase):
             f"exist (it is not created) and be writable. "
             f"Received: output={self.folder}",
             result.stderr,
+        )
+
+
+INFERENCE = "keras_transformer.inference"
+
+
+class TranslateMainTest(TestCase):
+    def test_flags_reach_the_threads_the_loader_and_the_batches(self):
+        # --batch_size bounds the memory of a call; --intra_op_threads and
+        # --vocab were easy to drop on their way.
+        flag_values, argv = parse_flags(
+            translate,
+            "--model=run",
+            "--vocab=v.model",
+            "--batch_size=3",
+            "--intra_op_threads=5",
+            "Hi.",
+            "Yes.",
+        )
+        translator = mock.Mock()
+        translator.translate.return_value = ["Hallo.", "Ja."]
+        stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="")
+        with (
+            mock.patch(f"{INFERENCE}.set_decoding_threads") as threads,
+            mock.patch(
+                f"{INFERENCE}.load_translator", return_value=translator
+            ) as load,
+            contextlib.redirect_stdout(stdout),
+        ):
+            self.assertEqual(translate.main(argv, flag_values), 0)
+        threads.assert_called_once_with("run", 5)
+        load.assert_called_once_with("run", "v.model")
+        translator.translate.assert_called_once_with(["Hi.", "Yes."], 3, None)
+        stdout.flush()
+        self.assertEqual(stdout.buffer.getvalue(), b"Hallo.\nJa.\n")
+
+    def test_flag_bounds_and_the_required_model(self):
+        for args in (
+            ["--model=run", "--batch_size=0"],
+            ["--model=run", "--intra_op_threads=-1"],
+            [],
+        ):
+            with self.subTest(args=args), self.assertRaises(flags.Error):
+                parse_flags(translate, *args)
+
+    def test_progress_bar_ends_its_line_at_the_last_batch(self):
+        # Else the scores printed next start on the bar's line.
+        stream = io.StringIO()
+        on_batch = commands.progress_printer(stream)
+        on_batch(2, 4)
+        self.assertEqual(
+            stream.getvalue(), f"\r[{'=' * 15}{'.' * 15}] 2/4 sentences"
+        )
+        on_batch(4, 4)
+        self.assertTrue(
+            stream.getvalue().endswith(f"[{'=' * 30}] 4/4 sentences\n")
         )

@@ -803,3 +803,51 @@ class EvaluateCommandTest(TestCase):
         self.assertIsNone(scores["tokenized_bleu"])
         self.assertIn("tok:zh", stderr)
         self.assertIn("tokenized BLEU n/a (no spaces between words)", stderr)
+
+    def test_flags_reach_the_threads_the_loader_and_the_batches(self):
+        model = self.tempdir()  # No languages: those of the flags.
+        flag_values, argv = parse_flags(
+            evaluate,
+            f"--model={model}",
+            f"--src={self.src}",
+            f"--ref={self.ref}",
+            "--src_lang=en",
+            "--tgt_lang=de",
+            "--vocab=v.model",
+            "--batch_size=3",
+            "--intra_op_threads=5",
+        )
+        translator = mock.Mock(description="fake")
+        translator.translate.return_value = ["Hallo."]
+        with (
+            mock.patch(f"{INFERENCE}.set_decoding_threads") as threads,
+            mock.patch(
+                f"{INFERENCE}.load_translator", return_value=translator
+            ) as load,
+            contextlib.redirect_stdout(io.StringIO()) as stdout,
+            contextlib.redirect_stderr(io.StringIO()),
+        ):
+            self.assertEqual(evaluate.main(argv, flag_values), 0)
+        threads.assert_called_once_with(model, 5)
+        load.assert_called_once_with(model, "v.model")
+        self.assertEqual(
+            translator.translate.call_args.args[:2], (["Hello."], 3)
+        )
+        self.assertEqual(json.loads(stdout.getvalue())["chrf"], 100.0)
+
+    def test_output_must_not_be_a_log_of_the_training_run(self):
+        logs = os.path.join(self.model_dir, "logs", "train")
+        os.makedirs(logs)
+        events = os.path.join(logs, "events.out.tfevents.1")
+        open(events, "w").close()
+        self.assert_one_line_error(
+            [
+                f"--model={self.model_dir}",
+                f"--src={self.src}",
+                f"--ref={self.ref}",
+                f"--output={events}",
+            ],
+            "`--output` must not be an input file: writing it would "
+            "overwrite the training run; choose another path. "
+            f"Received: output={events}, model={events}",
+        )

@@ -1,6 +1,8 @@
 """Tests of the export command `export/export_model.py`
 (`python -m keras_transformer.export_model`)."""
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -12,8 +14,10 @@ from unittest import mock
 
 import pytest
 import tensorflow as tf
+from absl import flags as absl_flags
 
 from keras_transformer import export_model, inference, serving, warmup
+from keras_transformer.data.tokenizer import train_subword_vocab
 from keras_transformer.decoding.translator import Translator
 from keras_transformer.training import run_checks
 from tests.data import fixtures
@@ -513,3 +517,183 @@ class ExportBinaryTest(TestCase):
             )
             self.assertNotIn("Traceback", result.stderr)
             self.assertEqual(result.stdout, "")
+
+
+def write_run(test, settings=False):
+    """A training directory with a vocab.model and a model.keras that is
+    a zip archive (never loaded: the tests mock the loading); its path."""
+    run_dir = fixtures.tempdir(test)
+    shutil.copy(fixtures.model_path(), os.path.join(run_dir, "vocab.model"))
+    with zipfile.ZipFile(os.path.join(run_dir, "model.keras"), "w") as archive:
+        archive.writestr("config.json", "{}")
+    if settings:
+        fixtures.write(os.path.join(run_dir, "settings.json"), "{}")
+    return run_dir
+
+
+@contextlib.contextmanager
+def no_loading():
+    """Mocks the model loading and the writing of `export`; yields the
+    mock of `serving.export_translator`."""
+    with (
+        mock.patch.object(export_model.averaging, "average_models"),
+        mock.patch.object(export_model.translator_lib, "Translator"),
+        mock.patch.object(
+            serving, "export_translator", return_value="written"
+        ) as export_translator,
+    ):
+        yield export_translator
+
+
+class ExportFunctionTest(TestCase):
+    def test_main_passes_every_flag_to_export(self):
+        flag_values = absl_flags.FlagValues()
+        export_model.define_flags(flag_values)
+        flag_values(
+            [
+                "export_model",
+                "--model_dir=/r",
+                "--checkpoint=a.keras,b.keras",
+                "--vocab=v.model",
+                "--export_dir=/e",
+                "--model_name=n",
+                "--version=7",
+                "--beam_size=3",
+                "--alpha=0.8",
+                "--length_offset=9",
+                "--overwrite",
+                "--jit_compile",
+                "--parallel_searches=3",
+                "--nowarmup",
+                "--warmup_file=w.txt",
+                "--server_batching",
+            ]
+        )
+        with (
+            mock.patch.object(export_model, "FLAGS", flag_values),
+            mock.patch.object(
+                export_model, "export", return_value="/e/n/7"
+            ) as export_fn,
+            contextlib.redirect_stdout(io.StringIO()) as stdout,
+        ):
+            self.assertEqual(export_model.main(["export_model"]), 0)
+        export_fn.assert_called_once_with(
+            model_dir="/r",
+            checkpoints=["a.keras", "b.keras"],
+            vocab="v.model",
+            export_dir="/e",
+            model_name="n",
+            version=7,
+            beam_size=3,
+            alpha=0.8,
+            length_offset=9,
+            overwrite=True,
+            jit_compile=True,
+            parallel_searches=3,
+            warmup=False,
+            warmup_file="w.txt",
+            server_batching=True,
+        )
+        self.assertEqual(stdout.getvalue(), "Exported /e/n/7\n")
+
+    def test_nowarmup_writes_no_warmup_requests(self):
+        run_dir = write_run(self)
+        export_dir = fixtures.tempdir(self)
+        for with_warmup, sentences in (
+            (True, serving.WARMUP_SENTENCES),
+            (False, None),
+        ):
+            with no_loading() as export_translator:
+                export(
+                    model_dir=run_dir, export_dir=export_dir, warmup=with_warmup
+                )
+            self.assertEqual(
+                export_translator.call_args.kwargs["warmup_sentences"],
+                sentences,
+            )
+
+    def test_a_finished_run_that_keeps_its_checkpoints_exports_its_model(self):
+        # Training leaves checkpoints/ beside model.keras: the hint of an
+        # unfinished run is only for a directory without model.keras.
+        run_dir = write_run(self)
+        os.makedirs(os.path.join(run_dir, "checkpoints"))
+        fixtures.write(os.path.join(run_dir, "checkpoints", "ckpt-8.keras"), "")
+        with no_loading() as export_translator:
+            export(model_dir=run_dir, export_dir=fixtures.tempdir(self))
+        self.assertEqual(export_translator.call_count, 1)
+
+    def test_a_vocab_of_another_run_is_refused_before_loading(self):
+        # The run's checkpoint with --vocab of another run of the same size
+        # exported a model that translates to garbage, without a word.
+        run_dir = write_run(self, settings=True)
+        other = train_subword_vocab(
+            [sentence[::-1] for sentence in fixtures.sentences()],
+            fixtures.VOCAB_SIZE,
+            os.path.join(fixtures.tempdir(self), "other"),
+        )
+        with (
+            no_loading() as export_translator,
+            self.assertRaisesRegex(
+                ValueError,
+                re.escape(
+                    "`vocab` (--vocab) is not the vocabulary the model was "
+                    "trained with"
+                ),
+            ),
+        ):
+            export(
+                checkpoints=[os.path.join(run_dir, "model.keras")],
+                vocab=other,
+                export_dir=fixtures.tempdir(self),
+            )
+        export_translator.assert_not_called()
+
+    def test_overwrite_never_deletes_the_vocabulary(self):
+        # --vocab inside the version that --overwrite replaces (e.g. the
+        # old export's copy) was deleted with it.
+        run_dir = write_run(self)
+        export_dir = fixtures.tempdir(self)
+        path = serving.serving_path(export_dir, "m", 1)
+        os.makedirs(os.path.join(path, "assets"))
+        vocab = shutil.copy(
+            fixtures.model_path(), os.path.join(path, "assets", "bpe.model")
+        )
+        with (
+            no_loading() as export_translator,
+            self.assertRaisesRegex(
+                ValueError,
+                re.escape("--overwrite would delete an input of the export")
+                + ".*"
+                + re.escape(f"Received: path={path}, input={vocab}"),
+            ),
+        ):
+            export(
+                model_dir=run_dir,
+                vocab=vocab,
+                export_dir=export_dir,
+                overwrite=True,
+            )
+        export_translator.assert_not_called()
+        self.assertTrue(os.path.exists(vocab))
+
+    def test_export_base_that_cannot_be_entered_is_refused_before_loading(
+        self,
+    ):
+        # Writable without search (x) permission: nothing can be created
+        # in it either. `os.access` answers as for a user without it.
+        folder = fixtures.tempdir(self)
+        base = os.path.join(folder, "exports")
+        with (
+            mock.patch(
+                "os.access",
+                side_effect=lambda path, mode: (
+                    path != folder or not mode & os.X_OK
+                ),
+            ),
+            self.assertRaisesRegex(
+                PermissionError, re.escape(f"{folder} cannot be written")
+            ),
+        ):
+            export(
+                checkpoints=["missing.keras"], vocab="v.model", export_dir=base
+            )

@@ -766,3 +766,153 @@ class ServingHelpersTest(TestCase):
         self.assertTrue(
             np.any(first.get_weights()[0] != averaged.get_weights()[0])
         )
+
+
+class ServingChecksTest(TestCase):
+    def test_a_file_as_a_remote_export_base_is_refused(self):
+        # A URL's parents were walked as a normalised local path ("ram:/"),
+        # which never exists: nothing was checked before the model loaded.
+        base = f"ram://{self.id()}"
+        tf.io.gfile.makedirs(base)
+        self.addCleanup(tf.io.gfile.rmtree, base)
+        with tf.io.gfile.GFile(f"{base}/a_file", "w") as file:
+            file.write("x")
+        with self.assertRaisesRegex(
+            NotADirectoryError, re.escape(f"{base}/a_file is a file")
+        ):
+            serving.check_export_path(f"{base}/a_file/m/1")
+        serving.check_export_path(f"{base}/exports/m/1")  # A new folder.
+
+    def test_serving_path_takes_the_int64_limit_and_no_dot_names(self):
+        # TF Serving reads versions as int64: its largest is a version. A
+        # name of dots would put the export outside --export_dir.
+        limit = 2**63 - 1
+        self.assertEqual(
+            serving.serving_path("/m", "en_de", limit), f"/m/en_de/{limit}"
+        )
+        for name in ("..", ".", ".hidden"):
+            with self.assertRaisesRegex(
+                ValueError, re.escape(f"Received: model_name={name!r}")
+            ):
+                serving.serving_path("/m", name, 1)
+
+    def test_half_a_languages_record_is_named_damaged(self):
+        # Read as `evaluate` reads it: a record without tgt_lang gave a
+        # KeyError traceback.
+        path = fixtures.tempdir(self)
+        serving.write_languages(path, {"src_lang": "en", "tgt_lang": "de"})
+        self.assertEqual(
+            serving.read_languages(path), {"src_lang": "en", "tgt_lang": "de"}
+        )
+        fixtures.write(
+            os.path.join(path, serving.LANGUAGES_FILE),
+            json.dumps({"src_lang": "en"}),
+        )
+        with self.assertRaisesRegex(ValueError, "languages file is damaged"):
+            serving.read_languages(path)
+
+    def test_warmup_requests_are_where_tf_serving_reads_them(self):
+        # TF Serving replays only assets.extra/tf_serving_warmup_requests.
+        path = fixtures.tempdir(self)
+        inputs = {"serving_default": {"inputs": np.array([b"Hi."], object)}}
+        written = warmup.write_warmup_requests(path, inputs)
+        expected = os.path.join(
+            path, "assets.extra", "tf_serving_warmup_requests"
+        )
+        self.assertEqual(written, expected)
+        self.assertTrue(os.path.isfile(expected))
+        ((name, read),) = warmup.read_warmup_requests(path)
+        self.assertEqual(name, "serving_default")
+        self.assertEqual(read["inputs"].tolist(), [b"Hi."])
+
+    def test_decoding_threads_of_a_saved_model_without_searches(self):
+        # A SavedModel of another program (no beam-search loop) counts as
+        # one search: `translate` then names it as no translation export
+        # (a ZeroDivisionError traceback otherwise).
+        module = tf.Module()
+        module.f = tf.function(
+            lambda x: {"y": x + 1},
+            input_signature=[tf.TensorSpec([None], tf.float32)],
+        )
+        path = os.path.join(fixtures.tempdir(self), "1")
+        tf.saved_model.save(module, path, signatures={"other": module.f})
+        self.assertEqual(inference.search_settings(path), (1, False))
+        with mock.patch.object(
+            os, "sched_getaffinity", return_value=range(2), create=True
+        ):
+            self.assertEqual(inference.decoding_threads(path), 2)
+
+    def test_any_vocab_goes_for_a_run_that_wrote_no_vocab_model(self):
+        # A run folder (settings file) without vocab.model has no
+        # vocabulary of its own to compare with: a missing file was read.
+        run_dir = fixtures.tempdir(self)
+        fixtures.write(os.path.join(run_dir, "settings.json"), "{}")
+        model = fixtures.write(os.path.join(run_dir, "model.keras"), "")
+        vocab = shutil.copy(
+            fixtures.model_path(), os.path.join(run_dir, "bpe.model")
+        )
+        self.assertEqual(inference.vocab_beside(model, vocab), vocab)
+
+    def test_latest_version_of_a_listing_with_slashes(self):
+        # GCS lists directories with a trailing "/" ("10/"): a gs://
+        # TF Serving directory had no version.
+        base = fixtures.tempdir(self)
+        for name in ("9", "10"):
+            os.makedirs(os.path.join(base, name))
+            fixtures.write(os.path.join(base, name, "saved_model.pb"), "")
+        with mock.patch.object(
+            tf.io.gfile, "listdir", return_value=["9/", "10/"]
+        ):
+            self.assertEqual(
+                inference.export_path(base), os.path.join(base, "10")
+            )
+
+    def test_load_translator_decodes_a_keras_model_with_its_beam_size(self):
+        run_dir = fixtures.tempdir(self)
+        shutil.copy(fixtures.model_path(), os.path.join(run_dir, "vocab.model"))
+        fixtures.write(os.path.join(run_dir, "model.keras"), "")
+        with (
+            mock.patch.object(inference.model_files, "load_model") as load,
+            mock.patch.object(inference.translator_lib, "Translator") as built,
+        ):
+            loaded = inference.load_translator(run_dir, beam_size=2)
+        load.assert_called_once_with(os.path.join(run_dir, "model.keras"))
+        self.assertEqual(built.call_args.kwargs["beam_size"], 2)
+        self.assertIs(loaded.translate_fn, built.return_value.translate)
+
+    def test_warmup_options_are_the_exports_own(self):
+        # The translate_with_options request decodes as the export's
+        # defaults do, whatever --alpha, --length_offset and --beam_size.
+        translator = Translator(
+            tiny_model(),
+            fixtures.tokenizer(),
+            beam_size=3,
+            alpha=1.0,
+            length_offset=7,
+        )
+        options = serving.warmup_inputs(translator, ["Hi."])[
+            serving.OPTIONS_SIGNATURE
+        ]
+        self.assertEqual(
+            (
+                options["alpha"],
+                options["length_offset"],
+                options["num_hypotheses"],
+            ),
+            (np.float32(1.0), np.int32(7), np.int32(3)),
+        )
+
+    def test_searches_count_stateless_loops_too(self):
+        # TensorFlow writes a loop without state as StatelessWhile.
+        def two_loops(x):
+            for _ in range(2):
+                x = tf.while_loop(lambda v: v < 10.0, lambda v: v + 1.0, [x])[0]
+            return {"y": x}
+
+        module = tf.Module()
+        module.f = tf.function(
+            two_loops, input_signature=[tf.TensorSpec([], tf.float32)]
+        )
+        path = os.path.join(fixtures.tempdir(self), "1")
+        tf.saved_model.save(module, path, signatures={"other": module.f})
+        self.assertEqual(inference.search_settings(path), (2, False))
