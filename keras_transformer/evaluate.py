@@ -390,6 +390,8 @@ def main(argv, flag_values=FLAGS):
     try:
         # Checks of the flags alone, before any file is read or written.
         _check_test_set_flags(flag_values)
+        # Before the languages, whose warning would otherwise come first.
+        inference.check_model_path(flag_values.model)
         src_lang, tgt_lang = _languages(flag_values)
         _check_output(flag_values, src_lang, tgt_lang)
         evaluation.check_target_language(tgt_lang)

@@ -296,6 +296,15 @@ def _check_translation_signature(loaded, export: str) -> None:
         )
 
 
+def check_model_path(path: str) -> None:
+    """Raises FileNotFoundError if the `--model` path does not exist."""
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(
+            "The model path does not exist; pass a training directory, a "
+            f".keras file or a SavedModel directory. Received: model={path}"
+        )
+
+
 def load_translator(
     path: str, vocab: str | None = None, beam_size: int = 4
 ) -> TextTranslator:
@@ -315,11 +324,7 @@ def load_translator(
         ValueError: if a SavedModel there has no `serving_default`
             signature, or is given a `vocab`.
     """
-    if not tf.io.gfile.exists(path):
-        raise FileNotFoundError(
-            "The model path does not exist; pass a training directory, a "
-            f".keras file or a SavedModel directory. Received: model={path}"
-        )
+    check_model_path(path)
     if tf.io.gfile.isdir(path):
         export = export_path(path)
         if export and vocab:

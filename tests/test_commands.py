@@ -399,6 +399,8 @@ class CommandsTest(TestCase):
         )
         self.assertEqual(no_model.returncode, 1)
         self.assertIn("does not exist", no_model.stderr)
+        # The one error, not a guess at the missing model's languages.
+        self.assertNotIn("records no languages", no_model.stderr)
         self.assertIn(
             f"Received: model={self.folder}/test.en.d", no_model.stderr
         )
