@@ -71,13 +71,17 @@ def scaled_dot_product_attention(
             matmuls are then many tiny ones, run by a kernel suited to them.
 
     Returns:
-        (outputs [B, N, T, H_v], weights float32 [B, N, T, S]).
+        (outputs [B, N, T, H_v], weights [B, N, T, S] in float32, or
+        float64 for float64 inputs).
     """
     # Scale the queries, not the [T, S] scores: T * H_k multiplies, not T * S.
     query = query * ops.cast(query.shape[-1] ** -0.5, query.dtype)
     scores = _batch_matmul(query, key, adjoint_b=True, tiny=decoding_step)
-    # The softmax runs in float32, also under mixed precision.
-    scores = ops.cast(scores, "float32")
+    # The softmax runs in float32, also under mixed precision (in float64
+    # under a float64 policy).
+    scores = ops.cast(
+        scores, keras.backend.result_type(scores.dtype, "float32")
+    )
     if mask is not None:
         scores = ops.where(mask, scores, _MASK_VALUE)
     # TensorFlow's, as Keras's own would be: `ops.softmax` warns of a key
@@ -196,8 +200,9 @@ class MultiHeadAttention(keras.layers.Layer):
             and values to a growing cache.
         cache_rows: with an in-place cache, the rows [B, N, S] the query
             attends, of `in_place_cache_rows`.
-        return_attention_weights: also return the float32 weights
-            [B, N, T, S].
+        return_attention_weights: also return the weights [B, N, T, S]
+            (float32, also under mixed precision; float64 under a float64
+            policy).
         training: enables dropout.
         decoding_weights: optional `decoding_weights()` of this layer,
             computed once per decoding call, used instead of its own
@@ -614,7 +619,9 @@ class MultiHeadAttention(keras.layers.Layer):
         weights = None
         if return_attention_weights:
             shape = (query.shape[0], self.num_heads, query.shape[1], keys)
-            weights = keras.KerasTensor(shape, dtype="float32")
+            weights = keras.KerasTensor(
+                shape, keras.backend.result_type(self.compute_dtype, "float32")
+            )
         return pack_outputs(outputs, weights, new_cache)
 
     def get_config(self):

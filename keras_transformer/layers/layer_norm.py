@@ -39,10 +39,12 @@ class LayerNormalization(keras.layers.LayerNormalization):
         last_axis = self.axis in ([-1], [len(inputs.shape) - 1])
         if self.rms_scaling or not (self.center and self.scale and last_axis):
             return super().call(inputs)
-        # float32 statistics under mixed precision too, as Keras computes them.
-        x = ops.cast(inputs, "float32")
-        gamma = ops.cast(self.gamma, "float32")
-        beta = ops.cast(self.beta, "float32")
+        # float32 statistics under mixed precision too, as Keras computes them
+        # (float64 under a float64 policy).
+        dtype = keras.backend.result_type(inputs.dtype, "float32")
+        x = ops.cast(inputs, dtype)
+        gamma = ops.cast(self.gamma, dtype)
+        beta = ops.cast(self.beta, dtype)
         if training:
             outputs = _normalize(x, gamma, beta, self.epsilon)
         else:

@@ -198,6 +198,44 @@ class LayerNormalizationTest(TestCase):
         )
 
 
+class Float64PolicyTest(TestCase):
+    """Under a float64 dtype policy the layers compute in float64, as
+    Keras's own do (numerical gradient checks need it)."""
+
+    def test_gradients_match_finite_differences(self):
+        rng = np.random.default_rng(0)
+        x = tf.constant(rng.normal(size=(1, 3, 16)), tf.float64)
+        memory = tf.constant(rng.normal(size=(1, 4, 16)), tf.float64)
+        encoder = layers.TransformerEncoderLayer(
+            2, 16, dropout=0.0, dtype="float64"
+        )
+        decoder = layers.TransformerDecoderLayer(
+            2, 16, dropout=0.0, dtype="float64"
+        )
+        for name, function in (
+            ("encoder", encoder),
+            ("decoder", lambda x: decoder(x, memory)),
+        ):
+            with self.subTest(name):
+                self.assertEqual(function(x).dtype, tf.float64)
+                theoretical, numerical = tf.test.compute_gradient(function, [x])
+                # float32 statistics or softmax would err by ~3e-4.
+                self.assertAllClose(
+                    theoretical[0], numerical[0], atol=1e-6, rtol=0
+                )
+
+    def test_attention_weights_are_float64(self):
+        layer = layers.MultiHeadAttention(2, 8, dtype="float64")
+        x = tf.constant(np.ones((1, 3, 16)), tf.float64)
+        outputs, weights = layer(x, return_attention_weights=True)
+        self.assertEqual((outputs.dtype, weights.dtype), (tf.float64,) * 2)
+        spec = layer.compute_output_spec(
+            keras.KerasTensor((1, 3, 16), "float64"),
+            return_attention_weights=True,
+        )
+        self.assertEqual(spec[1].dtype, "float64")
+
+
 class ScaledEmbeddingTest(TestCase):
     def test_scales_by_sqrt_d_model_and_reverses_with_the_same_matrix(self):
         layer = layers.ScaledEmbedding(vocab_size=10, d_model=16)
