@@ -359,6 +359,7 @@ class Transformer(keras.Model):
             `(logits float32 [B, V], updated self_attention_cache)`: the
             logits equal those of a full forward pass at position `step`.
         """
+        step = ops.cast(step, "int32")  # An int64 step indexes the same.
         y = self.target_embedding(ops.expand_dims(ids, 1))  # [B, 1, D]
         y = self.target_position(y, start_index=step)
         caches, rows = self_attention_cache, None

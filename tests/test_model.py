@@ -135,7 +135,9 @@ class TransformerModelTest(TestCase):
             for t in range(6):
                 logits, self_cache = model.decode_step(
                     target[:, t],
-                    t,
+                    # An int64 step (as NumPy and tf.data give) for the
+                    # caches written at it.
+                    tf.constant(t, "int64") if max_length else t,
                     self_cache,
                     constants,
                     memory_mask,

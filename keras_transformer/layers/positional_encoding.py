@@ -79,7 +79,9 @@ def sinusoidal_encoding(length, d_model, start_index=0, max_wavelength=1e4):
         float32 tensor [length, d_model].
     """
     _check_even(d_model)
-    positions = ops.cast(ops.arange(length) + start_index, "float32")
+    positions = ops.cast(
+        ops.arange(length) + ops.cast(start_index, "int32"), "float32"
+    )
     # 1 / 10000^(2i / d_model) for i in [0, d_model / 2).
     inverse_frequencies = ops.exp(
         ops.arange(0, d_model, 2, dtype="float32")
@@ -145,6 +147,7 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
 
     def call(self, inputs, start_index=0):
         self._check_static_length(inputs, start_index)
+        start_index = tf.cast(start_index, tf.int32)  # int64 too
         length = ops.shape(inputs)[1]
         check = tf.debugging.assert_less_equal(
             start_index + length, self.max_length, message=_TOO_LONG
@@ -158,7 +161,7 @@ class LearnedPositionalEmbedding(keras.layers.Layer):
         with tf.control_dependencies([check]):
             encoding = tf.slice(
                 self.table,
-                tf.stack([tf.cast(start_index, tf.int32), 0]),
+                tf.stack([start_index, 0]),
                 tf.stack([length, self.table.shape[1]]),
                 name="positions_within_max_length",
             )

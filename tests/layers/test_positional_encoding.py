@@ -35,6 +35,11 @@ class SinusoidalPositionalEncodingTest(TestCase):
         full = layer(np.zeros((1, 10, 8), "float32")).numpy()
         step = layer(np.zeros((1, 1, 8), "float32"), start_index=7).numpy()
         self.assertAllClose(step[0, 0], full[0, 7])
+        for dtype in ("int32", "int64"):
+            with self.subTest(dtype):
+                start = tf.constant(7, dtype)
+                step = layer(np.zeros((1, 1, 8), "float32"), start_index=start)
+                self.assertAllClose(step[0, 0], full[0, 7])
 
     def test_max_wavelength_sets_the_table(self):
         layer = layers.SinusoidalPositionalEncoding(max_wavelength=500.0)
@@ -91,6 +96,9 @@ class LearnedPositionalEmbeddingTest(TestCase):
         outputs = layer(np.zeros((2, 4, 3), "float32")).numpy()
         self.assertAllClose(outputs[1], layer.table.numpy()[:4])
         step = layer(np.zeros((2, 1, 3), "float32"), start_index=5).numpy()
+        self.assertAllClose(step[0, 0], layer.table.numpy()[5])
+        start = tf.constant(5, "int64")  # as `tf.data` and NumPy give them
+        step = layer(np.zeros((2, 1, 3), "float32"), start_index=start)
         self.assertAllClose(step[0, 0], layer.table.numpy()[5])
 
     def test_too_long_input_fails_clearly(self):
