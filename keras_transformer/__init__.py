@@ -11,6 +11,17 @@ os.environ.setdefault("KERAS_BACKEND", "tensorflow")
 # keeps TensorFlow's kernels.
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
 
+import keras  # after KERAS_BACKEND is set
+
+if keras.backend.backend() != "tensorflow":
+    # The layers call TensorFlow ops (tf.nn, tf.raw_ops, tf.custom_gradient)
+    # and would fail deep inside another backend.
+    raise ImportError(
+        "keras_transformer runs on Keras's TensorFlow backend, but Keras uses "
+        f"{keras.backend.backend()!r} (KERAS_BACKEND or ~/.keras/keras.json). "
+        "Set KERAS_BACKEND=tensorflow before Keras is first imported."
+    )
+
 # `training` registers the optimizer, schedule, loss and metrics with Keras,
 # so that a compiled `.keras` file (training's) loads with
 # `keras.saving.load_model` after `import keras_transformer` alone.

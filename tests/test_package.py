@@ -34,3 +34,25 @@ def test_imported_before_tensorflow_turns_onednn_on_unless_the_user_chose(
         check=True,
     )
     assert result.stdout.split("\n")[-2] == expected
+
+
+def test_another_keras_backend_is_refused_on_import():
+    # Only the TensorFlow backend is installed, so the check is shown by a
+    # Keras that reports another one.
+    script = (
+        "import keras\n"
+        "keras.backend.backend = lambda: 'jax'\n"
+        "import keras_transformer\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "ImportError: keras_transformer runs on Keras's TensorFlow backend, "
+        "but Keras uses 'jax' (KERAS_BACKEND or ~/.keras/keras.json). Set "
+        "KERAS_BACKEND=tensorflow before Keras is first imported."
+    )
