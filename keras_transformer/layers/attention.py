@@ -647,7 +647,15 @@ class MultiHeadAttention(keras.layers.Layer):
 
 def _check_built_width(name, tensor, kernel):
     """Raises a ValueError naming `name` when `tensor`'s known width is not
-    the input width of `kernel` (the one the layer was built for)."""
+    the input width of `kernel` (the one the layer was built for), and a
+    TypeError when it is not a float tensor (Keras casts only floats to the
+    compute dtype: integers would fail inside the projection's matmul)."""
+    if not keras.backend.is_float_dtype(tensor.dtype):
+        raise TypeError(
+            f"MultiHeadAttention takes `{name}` as float vectors (an "
+            "embedding's output, for token ids). Received: "
+            f"{name} of dtype {keras.backend.standardize_dtype(tensor.dtype)}"
+        )
     width, expected = tensor.shape[-1], kernel.shape[0]
     if width is not None and width != expected:
         raise ValueError(

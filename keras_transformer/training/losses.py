@@ -145,10 +145,28 @@ _REDUCTIONS = ("mean_with_sample_weight", "none", None)
 
 def token_labels(y_true, y_pred):
     """int32 labels [B, T] from `y_true` [B, T], or [B, T, 1] as Keras's
-    sparse cross-entropy also takes, for logits `y_pred` [B, T, V]."""
+    sparse cross-entropy also takes, for logits `y_pred` [B, T, V].
+
+    Raises:
+        ValueError: if the labels are not ids of the logits' positions (a
+            one-hot [B, T, V], or another length T), as far as the shapes
+            are known.
+    """
     labels = ops.cast(y_true, "int32")
     if len(labels.shape) == len(y_pred.shape) and labels.shape[-1] == 1:
         labels = ops.squeeze(labels, axis=-1)
+    lengths = (labels.shape[1:2], y_pred.shape[1:2])
+    if len(labels.shape) != len(y_pred.shape) - 1 or (
+        None not in (*lengths[0], *lengths[1]) and lengths[0] != lengths[1]
+    ):
+        # Else a GatherV2 rank error or a shape mismatch from deep inside.
+        raise ValueError(
+            "The labels must be the target token ids [B, T] (or [B, T, 1]) "
+            "of the logits [B, T, V]: sparse, not one-hot (take their argmax), "
+            "and as long as the logits. Received: "
+            f"y_true.shape={tuple(y_true.shape)}, "
+            f"y_pred.shape={tuple(y_pred.shape)}"
+        )
     return labels
 
 

@@ -880,6 +880,30 @@ class CallShapeTest(TestCase):
                     query, memory=memory[:2], memory_mask=np.ones((2, 7), bool)
                 )
 
+    def test_integer_vectors_are_named(self):
+        # Keras casts float inputs only; integers failed in a MatMul kernel.
+        vectors = np.ones((2, 4, 16), "float32")
+        for call, name in (
+            (
+                lambda: layers.TransformerEncoder(1, 4, 32)(
+                    vectors.astype(int)
+                ),
+                "query",
+            ),
+            (
+                lambda: layers.TransformerDecoderLayer(4, 32)(
+                    vectors, memory=vectors.astype("int32")
+                ),
+                "memory",
+            ),
+        ):
+            with self.assertRaisesRegex(
+                TypeError,
+                f"takes `{name}` as float vectors .* Received: {name} of "
+                "dtype int",
+            ):
+                call()
+
     def test_use_bias_must_be_a_bool(self):
         with self.assertRaisesRegex(ValueError, "Received: use_bias='no'"):
             layers.MultiHeadAttention(2, 4, use_bias="no")

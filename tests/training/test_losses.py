@@ -1,3 +1,5 @@
+import re
+
 import keras
 import numpy as np
 import tensorflow as tf
@@ -174,6 +176,22 @@ class LabelSmoothedCrossEntropyTest(TestCase):
         expected = MaskedTokenAccuracy()
         expected.update_state(self.labels, self.logits)
         self.assertAllClose(accuracy.result(), expected.result())
+
+    def test_labels_that_are_not_the_logits_ids_are_named(self):
+        # One-hot labels failed with a GatherV2 rank error, labels of
+        # another length with a shape mismatch inside TensorFlow.
+        one_hot = tf.one_hot(self.labels, self.logits.shape[-1])
+        for labels in (one_hot, self.labels[:, :-1]):
+            for function in (
+                LabelSmoothedCrossEntropy(0.1),
+                MaskedTokenAccuracy().update_state,
+            ):
+                with self.assertRaisesRegex(
+                    ValueError,
+                    r"sparse, not one-hot .* Received: y_true.shape="
+                    rf"{re.escape(str(tuple(labels.shape)))}",
+                ):
+                    function(labels, self.logits)
 
     def test_sample_weights_in_fit_weight_tokens(self):
         # What `model.fit/evaluate(..., sample_weight=[B])` computes: a
