@@ -161,6 +161,10 @@ class MultiHeadAttention(keras.layers.Layer):
     decoding step (one query position) the per-head products are many tiny
     ones and run as such (see `scaled_dot_product_attention`).
 
+    Called as `(query, memory=None, attention_mask=None, ...)`, unlike
+    `keras.layers.MultiHeadAttention`'s `(query, value, key)`: the memory
+    gives both keys and values, and a third positional tensor is the mask.
+
     Args:
         num_heads: h, number of heads.
         key_dim: d_k, query/key width per head.

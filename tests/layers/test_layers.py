@@ -772,6 +772,24 @@ class KerasMaskTest(TestCase):
             outputs = encoder(self.embedding(self.source), padding_mask=padding)
         self.assertAllEqual(outputs._keras_mask, self.source != 0)
 
+    def test_a_causal_padding_mask_makes_a_decoder_only_encoder(self):
+        # As the README writes it: a [B, T, T] mask is taken whole.
+        ids = np.array([[5, 6, 7, 8, 0], [4, 3, 9, 0, 0]])
+        mask = layers.causal_mask(5, 5) & layers.padding_mask(ids)
+        encoder = layers.TransformerEncoder(1, num_heads=2, d_ff=16)
+        x = np.random.default_rng(0).normal(size=(2, 5, 8)).astype("float32")
+        outputs = encoder(x, padding_mask=mask)
+        for position in (1, 2):
+            with self.subTest(position=position):
+                changed = x.copy()
+                changed[:, position] += 1.0
+                after = encoder(changed, padding_mask=mask)
+                # Earlier positions do not see it, the next one does.
+                self.assertAllClose(after[:, :position], outputs[:, :position])
+                self.assertNotAllClose(
+                    after[:, position + 1], outputs[:, position + 1]
+                )
+
     def test_a_sentence_padding_mask_of_a_keras_masks_shape(self):
         # [B, S] with B == S: it used to be read as a [T, S] mask, the same
         # for every sentence, silently.
