@@ -10,9 +10,10 @@ import tempfile
 from unittest import mock
 
 import pytest
-from absl import flags
+from absl import app, flags
 
 from keras_transformer import train
+from keras_transformer.training import trainer
 from tests.test_case import TestCase
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
@@ -78,6 +79,15 @@ class TrainFlagsTest(TestCase):
                 ["--model_dir="],
                 "--model_dir must name a directory, not be empty",
             ),
+            (
+                ["--bleu_every_steps=3", "--steps_per_checkpoint=2"],
+                "--bleu_every_steps must be a multiple of "
+                "--steps_per_checkpoint",
+            ),
+            (
+                ["--gradient_accumulation_steps=0"],
+                "gradient_accumulation_steps=0: 0 is not",
+            ),
         ):
             with (
                 self.subTest(args=args),
@@ -126,6 +136,118 @@ class TrainFlagsTest(TestCase):
             flags.IllegalFlagValueError, "multiple of --steps_per_checkpoint"
         ):
             parse("--preset=base", "--steps_per_checkpoint=150000")
+
+    def test_every_flag_reaches_run_training(self):
+        captured = {}
+
+        def run_training(config, **kwargs):
+            captured.update(kwargs, config=config)
+            raise ValueError("stop here")
+
+        self.enter_context(
+            mock.patch.object(train.trainer, "run_training", run_training)
+        )
+        # Each flag at a value other than its default.
+        status, _ = run_main(
+            "--preset=tiny",
+            "--data=text:/corpus/train",
+            "--src_lang=de",
+            "--tgt_lang=en",
+            "--data_dir=/data/tfds",
+            "--vocab_size=300",
+            "--batch_tokens=512",
+            "--gradient_accumulation_steps=3",
+            "--train_steps=40",
+            "--warmup_steps=7",
+            "--learning_rate_scale=0.5",
+            "--steps_per_checkpoint=4",
+            "--keep_checkpoints=2",
+            "--bleu_every_steps=8",
+            "--bleu_max_sentences=9",
+            "--strategy=mirrored",
+            "--num_gpus=2",
+            "--worker_startup_timeout=30",
+            "--mixed_precision=mixed_bfloat16",
+            "--nojit_compile",
+            "--seed=11",
+        )
+        self.assertEqual(status, 1)
+        self.assertEqual(captured.pop("config").num_layers, 2)
+        del captured["verbose"]  # The terminal's (tested above).
+        self.assertEqual(
+            captured,
+            {
+                "data": "text:/corpus/train",
+                "src_lang": "de",
+                "tgt_lang": "en",
+                "model_dir": "/tmp/unused",
+                "data_dir": "/data/tfds",
+                "vocab_size": 300,
+                "batch_tokens": 512,
+                "gradient_accumulation_steps": 3,
+                "train_steps": 40,
+                "warmup_steps": 7,
+                "learning_rate_scale": 0.5,
+                "steps_per_checkpoint": 4,
+                "keep_checkpoints": 2,
+                "bleu_every_steps": 8,
+                "bleu_max_sentences": 9,
+                "strategy": "mirrored",
+                "num_gpus": 2,
+                "tpu_address": None,
+                "worker_startup_timeout": 30,
+                "mixed_precision": "mixed_bfloat16",
+                "jit_compile": False,
+                "seed": 11,
+            },
+        )
+
+    def test_model_dir_and_nothing_else_is_required(self):
+        flag_values = flags.FlagValues()
+        train.define_flags(flag_values)
+        with self.assertRaisesRegex(
+            flags.IllegalFlagValueError,
+            "--model_dir must have a value other than None",
+        ):
+            flag_values(["train.py"])
+        # Not taken for a flag's value, nor ignored.
+        self.enter_context(
+            mock.patch.object(
+                train.trainer, "run_training", side_effect=AssertionError
+            )
+        )
+        with self.assertRaisesRegex(
+            app.UsageError, r"Unexpected arguments: \['base'\]"
+        ):
+            train.main(["train.py", "base"], parse())
+
+    def test_a_finished_run_prints_where_its_results_are(self):
+        result = trainer.TrainingResult(
+            step=40,
+            model_path="/run/model.keras",
+            vocab_path="/run/vocab.model",
+            log_dir="/run/logs",
+            checkpoint_dir="/run/checkpoints",
+            dev_bleu=27.346,
+            tokens_per_second=1000.0,
+            data_stats=mock.Mock(describe=lambda: "24 pairs"),
+        )
+        printed = io.StringIO()
+        with (
+            mock.patch.object(
+                train.trainer, "run_training", return_value=result
+            ),
+            contextlib.redirect_stdout(printed),
+        ):
+            status, _ = run_main("--preset=tiny")
+        self.assertEqual(status, 0)
+        self.assertEqual(
+            printed.getvalue(),
+            "Training data: 24 pairs\n"
+            "Trained to step 40: /run/model.keras\n"
+            "Dev BLEU: 27.35\n"
+            "TensorBoard: tensorboard --logdir=/run/logs\n",
+        )
 
     def test_seed_bounds_are_numpys(self):
         self.assertEqual(parse("--seed=4294967295").seed, 2**32 - 1)

@@ -114,7 +114,7 @@ class TargetTokenCount(keras.metrics.Metric):
 
     def __init__(self, pad_id=tokens.PAD_ID, name="target_tokens", **kwargs):
         super().__init__(name=name, **kwargs)
-        self.pad_id = pad_id
+        self.pad_id = check_pad_id(pad_id)
         self.count = self.add_variable((), initializer="zeros", name="count")
 
     def update_state(self, y_true, y_pred, sample_weight=None):

@@ -108,6 +108,49 @@ class AccumulationTest(TestCase):
             self, accumulated, whole, initial, atol=2e-6, rtol=1e-5
         )
 
+    def test_a_last_group_of_fewer_batches_is_the_step_over_them(self):
+        # A finite dataset's last group may hold fewer than N batches: the
+        # step is over those, not N (nor does it index past them).
+        config, (features, labels), initial, whole, whole_logs = (
+            whole_batch_step(7)
+        )
+        accumulated = compiled(config, initial, 3)
+        logs = accumulated.fit(
+            tf.data.Dataset.from_tensors(
+                group(split_batch(features, labels, (2, 5)))
+            ),
+            verbose=0,
+        ).history
+        self.assertEqual(callbacks_lib.current_step(accumulated), 1)
+        self.assertAllClose(logs["loss"], whole_logs["loss"], atol=1e-5)
+        self.assertEqual(logs["target_tokens"], whole_logs["target_tokens"])
+        assert_same_update(
+            self, accumulated, whole, initial, atol=2e-6, rtol=1e-5
+        )
+
+    def test_a_step_without_real_tokens_leaves_the_weights_alone(self):
+        # Its token count is 0: the loss's and the update's divisions are
+        # by at least 1, so the update is 0, not NaN (sentences that all
+        # weigh 0; the per-replica XLA step shares these sums).
+        config = tiny_config()
+        initial = build_transformer(config).get_weights()
+        model = compiled(config, initial, 2)
+        features, labels = global_batch(batch_size=4, length=6)
+        logs = model.fit(
+            tf.data.Dataset.from_tensors(
+                group(
+                    [
+                        (*batch, np.zeros(2, "float32"))
+                        for batch in split_batch(features, labels, (2, 2))
+                    ]
+                )
+            ),
+            verbose=0,
+        ).history
+        self.assertEqual(logs["loss"], [0.0])
+        for got, want in zip(model.get_weights(), initial):
+            self.assertAllEqual(got, want)
+
     def test_sample_weights_weight_the_loss_and_metrics_as_in_one_batch(self):
         config = tiny_config(dropout=0.0, attention_dropout=0.0)
         features, labels = global_batch(batch_size=7)
@@ -245,10 +288,16 @@ class AccumulationTest(TestCase):
     def test_ungrouped_batches_are_refused(self):
         config = tiny_config()
         model = compiled(config, build_transformer(config).get_weights(), 2)
-        with self.assertRaisesRegex(
-            ValueError, "batches of a step.*group_batches"
-        ):
-            model.fit(tf.data.Dataset.from_tensors(global_batch()), verbose=0)
+        # Also a batch of no more sentences than batches in a step, whose
+        # sentences would pass for batches.
+        for batch_size in (16, 2):
+            with self.assertRaisesRegex(
+                ValueError, "batches of a step.*group_batches"
+            ):
+                model.fit(
+                    tf.data.Dataset.from_tensors(global_batch(batch_size)),
+                    verbose=0,
+                )
 
     @pytest.mark.slow
     @pytest.mark.xdist_group("multi_core")

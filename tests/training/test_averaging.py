@@ -59,12 +59,41 @@ class AveragingTest(TestCase):
         )
         with self.assertRaisesRegex(ValueError, re.escape("num_checkpoints=4")):
             averaging.last_checkpoints(folder, 4)
+        # Not every checkpoint (found[-0:]), nor the oldest.
+        for count in (0, -1):
+            with self.assertRaisesRegex(
+                ValueError,
+                re.escape(
+                    "`num_checkpoints` must be at least 1. "
+                    f"Received: num_checkpoints={count}"
+                ),
+            ):
+                averaging.last_checkpoints(folder, count)
         # By default, every one the run kept (train.py keeps the paper's
         # count for the preset: 5, or 20 for big).
         self.assertEqual(
             [os.path.basename(p) for p in averaging.last_checkpoints(folder)],
             ["ckpt-2.keras", "ckpt-4.keras", "ckpt-10.keras"],
         )
+
+    def test_by_default_every_kept_checkpoint_is_averaged(self):
+        # 20 for a big run (the paper's window): not a smaller default.
+        # Only the names count here.
+        folder = fixtures.tempdir(self)
+        checkpoint_dir = os.path.join(folder, "checkpoints")
+        os.makedirs(checkpoint_dir)
+        paths = [
+            fixtures.write(checkpoint_path(checkpoint_dir, step), "")
+            for step in range(1000, 21000, 1000)
+        ]
+        self.assertEqual(averaging.last_checkpoints(folder), paths)
+
+    def test_no_paths_are_refused(self):
+        with self.assertRaisesRegex(
+            ValueError,
+            r"at least one `.keras` checkpoint. Received: paths=\[\]",
+        ):
+            averaging.average_models([])
 
     def test_a_folder_without_checkpoints_is_named(self):
         folder = fixtures.tempdir(self)
@@ -95,6 +124,17 @@ class AveragingTest(TestCase):
             with self.assertRaisesRegex(ValueError, re.escape(problem)):
                 averaging.check_output(os.path.join(folder, output), folder)
         averaging.check_output(os.path.join(folder, "averaged.keras"), folder)
+        # (Root, who runs the tests here, may write anywhere.)
+        with (
+            mock.patch.object(averaging.os, "access", return_value=False),
+            self.assertRaisesRegex(
+                ValueError,
+                re.escape(f"must be in a writable directory ({folder} is not)"),
+            ),
+        ):
+            averaging.check_output(
+                os.path.join(folder, "averaged.keras"), folder
+            )
 
     def test_checkpoints_of_other_configs_are_refused(self):
         folder = fixtures.tempdir(self)

@@ -166,6 +166,27 @@ class CallbacksTest(TestCase):
         self.assertAlmostEqual(bleu.last_scores.bleu, 100.0)
         self.assertAllClose(history.history["bleu"], [100.0, 100.0])
 
+    def test_a_run_that_trained_no_epoch_is_scored_only_at_its_final_step(
+        self,
+    ):
+        # The rerun of a finished run scores its final model; a run short
+        # of the final step has none to score.
+        calls = []
+
+        def translate(inputs):
+            calls.append(len(inputs))
+            return copy_translation(inputs)
+
+        model = compiled_model()
+        bleu = perfect_bleu(every_steps=2, final_step=6, translate=translate)
+        bleu.set_model(model)
+        for step, want in ((4, []), (6, [1])):
+            model.optimizer.iterations.assign(step)
+            bleu.on_train_begin()
+            bleu.on_train_end()
+            self.assertEqual(calls, want)
+        self.assertAlmostEqual(bleu.last_scores.bleu, 100.0)
+
     def test_bleu_is_abandoned_when_interrupted(self):
         # 70 sentences: batches of 32, 32 and 6; the signal comes during the
         # second.
@@ -208,6 +229,15 @@ class CallbacksTest(TestCase):
         with self.assertRaisesRegex(ValueError, "len\\(references\\)=0"):
             callbacks_lib.BleuEvaluator(
                 list, ["a"], [], "de", every_steps=1, final_step=1
+            )
+        # And a sentence: sacreBLEU of nothing is no score.
+        with self.assertRaisesRegex(
+            ValueError,
+            r"at least one. Received: len\(sources\)=0, "
+            r"len\(references\)=0$",
+        ):
+            callbacks_lib.BleuEvaluator(
+                list, [], [], "de", every_steps=1, final_step=1
             )
 
     def test_keep_must_be_positive(self):
@@ -261,6 +291,8 @@ class CallbacksTest(TestCase):
         restore.on_train_begin()
         self.assertEqual(callbacks_lib.current_step(rerun), 3)
         self.assertEqual(rerun._initial_epoch, 1)
+        # Where a rerun of the rerun would resume, before it saves again.
+        self.assertEqual(restore.saved_step, 3)
         self.assertTrue(all(np.isfinite(w).all() for w in rerun.get_weights()))
 
     def test_backup_saves_whole_intervals_only(self):

@@ -1,3 +1,4 @@
+import json
 import re
 
 import keras
@@ -234,13 +235,15 @@ class LabelSmoothedCrossEntropyTest(TestCase):
             LabelSmoothedCrossEntropy,
             MaskedTokenAccuracy,
             Perplexity,
+            TargetTokenCount,
         ):
             for value in ("0", 0.0, None):
                 with self.assertRaisesRegex(ValueError, f"pad_id={value!r}"):
                     make(pad_id=value)
-        self.assertEqual(
-            Perplexity(pad_id=np.int64(5)).get_config()["pad_id"], 5
-        )
+            # A NumPy integer is stored as an int, so the config is JSON.
+            config = make(pad_id=np.int64(5)).get_config()
+            self.assertIs(type(config["pad_id"]), int)
+            json.dumps(config)
 
     def test_pad_id_is_the_id_ignored(self):
         labels = np.where(self.labels == 0, 5, self.labels)  # 5 pads here
@@ -249,10 +252,28 @@ class LabelSmoothedCrossEntropyTest(TestCase):
             loss, reference_loss(labels, self.logits, 0.1, pad_id=5), atol=1e-6
         )
 
+    def test_a_batch_without_real_tokens_has_a_zero_loss(self):
+        # Its sum over no tokens is divided by 1, not 0 (NaN): with sample
+        # weights of 0, or labels all padding (e.g. a replica's share).
+        loss = LabelSmoothedCrossEntropy(0.1)
+        logits = tf.constant(self.logits)
+        for labels, weights in (
+            (np.zeros_like(self.labels), None),
+            (self.labels, np.zeros(3, "float32")),
+        ):
+            with tf.GradientTape() as tape:
+                tape.watch(logits)
+                value = loss(labels, logits, sample_weight=weights)
+            self.assertEqual(float(value), 0.0)
+            self.assertAllEqual(
+                tape.gradient(value, logits), np.zeros_like(self.logits)
+            )
+
     def test_config_round_trip(self):
         for loss in (
             LabelSmoothedCrossEntropy(0.2),
             LabelSmoothedCrossEntropy(0.2, reduction="none"),
+            LabelSmoothedCrossEntropy(0.2, pad_id=5, name="smoothed"),
         ):
             self.assertEqual(
                 LabelSmoothedCrossEntropy.from_config(
@@ -260,6 +281,10 @@ class LabelSmoothedCrossEntropyTest(TestCase):
                 ).get_config(),
                 loss.get_config(),
             )
+        revived = LabelSmoothedCrossEntropy.from_config(
+            LabelSmoothedCrossEntropy(0.2, pad_id=5).get_config()
+        )
+        self.assertEqual((revived.pad_id, revived.label_smoothing), (5, 0.2))
 
     def test_reduction_none_gives_the_weighted_per_token_losses(self):
         # `reduction` used to be dropped: "none" returned the mean, and
@@ -333,6 +358,19 @@ class MetricsTest(TestCase):
             metric.reset_state()
             unmasked = metric(labels, logits)
             self.assertNotAllClose(expected, unmasked)
+
+    def test_no_real_tokens_make_an_accuracy_of_0_and_a_perplexity_of_1(self):
+        # Not 0 / 0 (NaN): before any update (an epoch's logs are read
+        # after a reset), and after a batch of padding only.
+        labels = np.zeros((2, 3), "int32")
+        logits = np.zeros((2, 3, 5), "float32")
+        for metric, empty in (
+            (MaskedTokenAccuracy(), 0.0),
+            (Perplexity(), 1.0),
+        ):
+            self.assertEqual(float(metric.result()), empty)
+            metric.update_state(labels, logits)
+            self.assertEqual(float(metric.result()), empty)
 
     def test_perplexity_is_exp_of_mean_nll(self):
         rng = np.random.default_rng(1)

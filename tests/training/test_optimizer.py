@@ -89,6 +89,29 @@ class FusedAdamTest(test_case.TestCase):
             strategy=test_case.eight_replica_strategy()
         )
 
+    def test_matches_keras_adam_at_its_own_betas_and_epsilon(self):
+        # At the paper's settings a fused kernel given another epsilon
+        # (1e-9 next to gradients of ~1) would match Keras's all the same.
+        weights, gradients = _weights_and_gradients()
+
+        def train(cls, epsilon):
+            return _train(
+                lambda: cls(
+                    learning_rate=0.1, beta_1=0.5, beta_2=0.8, epsilon=epsilon
+                ),
+                weights,
+                gradients,
+            )
+
+        expected = train(keras.optimizers.Adam, epsilon=1.0)
+        for want, got, paper in zip(
+            expected,
+            train(FusedAdam, epsilon=1.0),
+            train(FusedAdam, epsilon=1e-9),
+        ):
+            self.assertAllClose(got, want, rtol=1e-5, atol=1e-6)
+            self.assertGreater(np.abs(got - paper).max(), 1e-2)
+
     def test_amsgrad_runs_keras_update(self):
         self.assert_matches_keras_adam(amsgrad=True)
 
@@ -148,6 +171,18 @@ class TransformerOptimizerTest(test_case.TestCase):
             (0.9, 0.98, 1e-9),
         )
         self.assertIsInstance(optimizer._learning_rate, TransformerSchedule)
+
+    def test_further_keras_arguments_reach_the_optimizer(self):
+        optimizer = transformer_optimizer(
+            d_model=64, warmup_steps=10, clipnorm=0.5, name="paper_adam"
+        )
+        self.assertEqual(
+            (optimizer.clipnorm, optimizer.name), (0.5, "paper_adam")
+        )
+        revived = keras.optimizers.deserialize(
+            keras.optimizers.serialize(optimizer)
+        )
+        self.assertEqual(revived.clipnorm, 0.5)
 
     def test_an_epsilon_that_rounds_to_zero_in_the_weights_dtype_is_refused(
         self,

@@ -161,6 +161,45 @@ class PreemptionTest(TestCase):
         ):
             self.assertAllClose(got, want, atol=0, rtol=0)
 
+    def test_a_signal_in_a_resumed_runs_first_fit_ends_the_run(self):
+        # A run resumed inside an interval trains to its end in a `fit` of
+        # its own: a signal there stops the run, not that `fit` only.
+        folder = fixtures.tempdir(self)
+        run_tiny_training(folder, train_steps=1, steps_per_checkpoint=1)
+        recorder = StepRecorder()
+        self.run_until_stopped(
+            "at step 2,",
+            folder,
+            train_steps=6,
+            steps_per_checkpoint=3,
+            extra_callbacks=(recorder, SignalDuring(2)),
+        )
+        self.assertEqual(recorder.steps, [2])
+        self.assertEqual(
+            callbacks_lib.ResumableBackup.resume_step(backup_dir(folder)), 2
+        )
+
+    def test_a_signal_after_the_last_step_leaves_the_final_model_to_the_rerun(
+        self,
+    ):
+        # Come once training is done: the final model's save, which can
+        # outlast the grace period, is not begun (the rerun writes it).
+        folder = fixtures.tempdir(self)
+        printed = self.run_until_stopped(
+            "at its last step 4,",
+            folder,
+            train_steps=4,
+            bleu_max_sentences=2,
+            extra_callbacks=(SignalAfter(4),),
+        )
+        self.assertFalse(
+            os.path.exists(os.path.join(folder, "run", "model.keras"))
+        )
+        # Dev BLEU at the end only (bleu_every_steps=0), of as many
+        # sentences as asked.
+        self.assertNotIn("step 2: dev BLEU", printed)
+        self.assertRegex(printed, r"step 4: dev BLEU .*\(2 sentences; ")
+
     @pytest.mark.slow
     def test_at_an_interval_end_saves_the_interval_but_skips_its_bleu(self):
         folder = fixtures.tempdir(self)
@@ -294,6 +333,23 @@ class SaveOnPreemptionTest(TestCase):
             str(stopped).startswith("Training stopped on SIGINT at step 3,")
         )
 
+    def test_a_second_sigterm_stops_after_the_step_too(self):
+        # Only Ctrl-C asked twice stops at once: a scheduler may send
+        # SIGTERM again within its grace period, and the backup comes first.
+        callback = preemption.SaveOnPreemption(
+            None, tf.distribute.get_strategy()
+        )
+        try:
+            with callback.catching_signals():
+                os.kill(os.getpid(), signal.SIGTERM)
+                os.kill(os.getpid(), signal.SIGTERM)
+        except KeyboardInterrupt:
+            self.fail("A second SIGTERM stopped the run at once.")
+        self.assertEqual(callback._received, signal.SIGTERM)
+        self.assertEqual(
+            preemption.TrainingPreempted(3, signal.SIGTERM).exit_status, 143
+        )
+
     def test_an_ignored_signal_stays_ignored(self):
         # A shell's background job ignores Ctrl-C.
         handler = signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -314,6 +370,43 @@ class SaveOnPreemptionTest(TestCase):
         )
         with self.assertRaisesRegex(RuntimeError, "catching_signals"):
             callback.on_train_begin()
+
+    def test_at_an_interval_end_the_backup_is_saved_once_after_the_rest(
+        self,
+    ):
+        # As without a signal: a process killed while the checkpoint is
+        # written then resumes before the interval, and redoes it.
+        folder = fixtures.tempdir(self)
+        saved = []
+        checkpoints = callbacks_lib.KeepLastCheckpoints(folder, keep=5)
+        backup = callbacks_lib.ResumableBackup(
+            os.path.join(folder, "backup"), steps_per_epoch=2
+        )
+        save = preemption.SaveOnPreemption(backup, tf.distribute.get_strategy())
+        self.enter_context(
+            mock.patch.object(
+                callbacks_lib,
+                "save_model",
+                side_effect=lambda *args: saved.append("checkpoint"),
+            )
+        )
+        self.enter_context(
+            mock.patch.object(
+                backup,
+                "_save_model",
+                side_effect=lambda: saved.append("backup"),
+            )
+        )
+        with save.catching_signals():
+            compiled_model().fit(
+                tf.data.Dataset.from_tensors(global_batch()).repeat(),
+                epochs=2,
+                steps_per_epoch=2,
+                callbacks=[SignalDuring(2), checkpoints, backup, save],
+                verbose=0,
+            )
+        self.assertEqual(save.stopped.step, 2)
+        self.assertEqual(saved, ["checkpoint", "backup"])
 
     @parameterized.named_parameters(
         ("nan_loss", 1),  # The weights broke at step 1: step 2's loss is NaN.

@@ -5,7 +5,7 @@ import numpy as np
 import tensorflow as tf
 
 from keras_transformer import build_transformer
-from keras_transformer.training import replica_xla, trainer
+from keras_transformer.training import metrics, replica_xla, trainer
 from keras_transformer.training.losses import LabelSmoothedCrossEntropy
 from tests.test_case import TestCase
 from tests.training.test_trainer import global_batch, tiny_config
@@ -64,6 +64,87 @@ class ReplicaXlaTest(TestCase):
                 features, labels, verbose=0, return_dict=True
             )
             self.assertNotAllClose(loss["loss"], keras_loss)
+
+    def test_weighted_metrics_get_the_sample_weights_as_in_the_keras_step(
+        self,
+    ):
+        config = deterministic_tiny_config()
+        features, labels = global_batch(batch_size=6, length=7)
+        weights = np.array([1.0, 0.0, 2.0, 1.0, 0.5, 0.0], "float32")
+        keras.utils.set_random_seed(3)
+        initial = build_transformer(config).get_weights()
+        logs = []
+        for replica_path in (False, True):
+            model = build_transformer(config)
+            model.set_weights(initial)
+            trainer.compile_for_training(
+                model,
+                warmup_steps=10,
+                jit_compile=False,
+                optimizer=keras.optimizers.SGD(1.0),
+            )
+            # `fit` passes its sample weights to `weighted_metrics` only.
+            model.compile(
+                optimizer=model.optimizer,
+                loss=model.loss,
+                metrics=[metrics.Perplexity()],
+                weighted_metrics=[
+                    metrics.Perplexity(name="weighted_perplexity")
+                ],
+                jit_compile=False,
+            )
+            model.replica_jit_compile = replica_path
+            logs.append(
+                model.train_on_batch(
+                    features, labels, sample_weight=weights, return_dict=True
+                )
+            )
+        keras_logs, replica_logs = logs
+        for name in ("perplexity", "weighted_perplexity"):
+            self.assertAllClose(replica_logs[name], keras_logs[name], rtol=1e-5)
+        self.assertNotAllClose(
+            keras_logs["weighted_perplexity"],
+            keras_logs["perplexity"],
+            rtol=1e-3,
+        )
+
+    def test_the_forward_and_backward_pass_is_one_xla_cluster(self):
+        model = trainer.compile_for_training(
+            build_transformer(deterministic_tiny_config()),
+            warmup_steps=10,
+            jit_compile=False,
+        )
+        features, labels = global_batch(batch_size=4, length=6)
+
+        def must_compile(replica_jit_compile):
+            model.replica_jit_compile = replica_jit_compile
+            step = tf.function(
+                lambda x, y: replica_xla.loss_sum_and_gradients(model)(
+                    x, y, None
+                )[0]
+            )
+            graph = step.get_concrete_function(features, labels).graph
+            return [
+                op.node_def.attr["_XlaMustCompile"].b
+                for op in graph.get_operations()
+                if op.type.endswith("PartitionedCall")
+            ]
+
+        self.assertEqual(must_compile(True), [True])
+        self.assertNotIn(True, must_compile(False))
+
+    def test_other_losses_are_refused(self):
+        model = build_transformer(deterministic_tiny_config())
+        model.compile(
+            optimizer="sgd",
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        )
+        with self.assertRaisesRegex(
+            TypeError,
+            "compiled with LabelSmoothedCrossEntropy. "
+            "Received: loss=SparseCategoricalCrossentropy$",
+        ):
+            replica_xla.loss_sum_and_gradients(model)
 
     def test_loss_sum_is_the_compiled_loss(self):
         # The per-replica step sums what the model's loss weighs: its own

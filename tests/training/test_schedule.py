@@ -79,6 +79,21 @@ class TransformerScheduleTest(TestCase):
             ):
                 TransformerSchedule(512, 10, scale=scale)
 
+    def test_a_d_model_that_is_not_a_positive_integer_is_refused(self):
+        # The width would otherwise be truncated (512.5), read as 1 (True),
+        # or fail only at the first step (0, a negative width's complex
+        # rate).
+        for d_model in (0, -512, 512.5, "512", True):
+            with (
+                self.subTest(d_model=d_model),
+                self.assertRaisesRegex(
+                    ValueError,
+                    "`d_model` must be a positive integer. "
+                    f"Received: d_model={d_model!r}",
+                ),
+            ):
+                TransformerSchedule(d_model, 10)
+
     def test_numpy_numbers_make_a_json_config(self):
         schedule = TransformerSchedule(
             np.int64(64), np.int32(10), np.float32(0.5)

@@ -518,6 +518,19 @@ class TrainProcessesTest(TestCase):
                 ),
                 "worker 2",
             ),
+            # Each worker once, in order, however often and in whichever
+            # order they are listed.
+            (
+                tf.errors.UnavailableError(
+                    None,
+                    None,
+                    "The following tasks are unhealthy (stopped sending "
+                    "heartbeats):\n/job:worker/replica:0/task:2"
+                    "\n/job:worker/replica:0/task:1"
+                    "\n/job:worker/replica:0/task:2\n",
+                ),
+                "worker 1, worker 2",
+            ),
             (
                 tf.errors.UnavailableError(None, None, "Socket closed"),
                 "a worker",

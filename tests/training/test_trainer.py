@@ -4,6 +4,7 @@ import json
 import os
 import re
 import socket
+import time
 import urllib.error
 import uuid
 import warnings
@@ -14,6 +15,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 from absl.testing import parameterized
+from sacrebleu.tokenizers import tokenizer_ja_mecab
 
 from keras_transformer import (
     TransformerConfig,
@@ -480,6 +482,35 @@ class TrainerTest(TestCase):
         checkpoints = callbacks_lib.list_checkpoints(result.checkpoint_dir)
         self.assertEqual([step for step, _ in checkpoints], [2, 4, 6])
 
+    def test_a_rerun_that_changes_the_steps_batches_or_rates_warns(self):
+        # Resumable, as only the order of the data or the learning rates
+        # change, but not as an uninterrupted run: said before it goes on.
+        folder = fixtures.tempdir(self)
+        self.run_training(folder, train_steps=2)
+        with (
+            self.assertLogs("absl", "WARNING") as logs,
+            # (Refused right after: it stops there.)
+            self.assertRaisesRegex(ValueError, "below step 2"),
+        ):
+            self.run_training(
+                folder,
+                train_steps=1,
+                steps_per_checkpoint=1,
+                gradient_accumulation_steps=2,
+                learning_rate_scale=0.5,
+            )
+        batching, schedule = logs.output
+        self.assertIn(
+            "other batching than the run had "
+            "(gradient_accumulation_steps 1 -> 2)",
+            batching,
+        )
+        self.assertIn(
+            "another learning-rate schedule than the run had "
+            "(learning_rate_scale 1.0 -> 0.5)",
+            schedule,
+        )
+
     def test_settings_are_checked_before_the_data_is_read(self):
         folder = fixtures.tempdir(self)
         a_file = os.path.join(folder, "a_file")
@@ -515,6 +546,17 @@ class TrainerTest(TestCase):
             ({"seed": -1}, "from 0 to 2\\*\\*32 - 1.*seed=-1"),
             ({"bleu_max_sentences": -1}, "bleu_max_sentences=-1"),
             ({"mixed_precision": "fp16"}, "mixed_precision='fp16'"),
+            # BLEU is computed at checkpoint ends only.
+            (
+                {"bleu_every_steps": 3},
+                "multiple of `steps_per_checkpoint`.*"
+                "Received: bleu_every_steps=3, steps_per_checkpoint=2$",
+            ),
+            # Split over the replicas: 31 tokens each.
+            (
+                {"strategy": eight_replica_strategy(), "batch_tokens": 248},
+                "batch_tokens=248, max_length=32, replicas=8$",
+            ),
             ({"num_gpus": 2}, "strategy='default', num_gpus=2"),
             # Trained without BLEU, silently.
             (
@@ -554,6 +596,78 @@ class TrainerTest(TestCase):
                     }
                 )
             self.assertFalse(os.path.exists(os.path.join(folder, "run")))
+
+    def test_a_rerun_keeps_the_precision_and_languages_of_its_run(self):
+        # Float16's loss scaling adds optimizer variables: its backup does
+        # not load into a float32 run, nor a float32 one into float16.
+        model_dir = os.path.join(fixtures.tempdir(self), "run")
+        os.makedirs(model_dir)
+        run_checks.save_settings(
+            model_dir,
+            {
+                "mixed_precision": "mixed_float16",
+                "src_lang": "de",
+                "tgt_lang": "en",
+            },
+        )
+        message = self.settings_error(model_dir, "text:/corpus/train")
+        for difference in (
+            "mixed_precision='mixed_float16' there, 'float32' now",
+            "src_lang='de' there, 'en' now",
+            "tgt_lang='en' there, 'de' now",
+        ):
+            self.assertIn(difference, message)
+
+    def test_dev_bleu_checks_its_target_language_before_the_data_is_read(
+        self,
+    ):
+        # A tokenizer that sacreBLEU lacks would fail at the first BLEU, a
+        # checkpoint interval into the run.
+        folder = fixtures.tempdir(self)
+        run = {
+            "data": "text:" + os.path.join(folder, "missing"),
+            "src_lang": "en",
+            "tgt_lang": "ja",
+            "model_dir": os.path.join(folder, "run"),
+            "train_steps": 2,
+            "steps_per_checkpoint": 2,
+        }
+        with mock.patch.object(tokenizer_ja_mecab, "MeCab", None):
+            with self.assertRaisesRegex(
+                ValueError, re.escape("pip install 'sacrebleu[ja]'")
+            ):
+                trainer.run_training(tiny_config(), bleu_max_sentences=4, **run)
+            self.assertFalse(os.path.exists(run["model_dir"]))
+            # Without BLEU, the missing corpus is the problem.
+            with self.assertRaisesRegex(FileNotFoundError, "missing.en"):
+                trainer.run_training(tiny_config(), bleu_max_sentences=0, **run)
+
+    def test_a_run_that_went_nan_is_told_where_its_rerun_resumes(self):
+        for precision, saved_step, restart in (
+            (
+                "mixed_float16",
+                4,
+                "it resumes from step 4, the end of the last interval with a "
+                "finite loss (or train in float32, in a new --model_dir). ",
+            ),
+            (
+                "float32",
+                0,
+                "it starts over, as no interval ended with a finite loss. ",
+            ),
+        ):
+            error = trainer._non_finite_error(6, saved_step, precision, 0.5)
+            self.assertIsInstance(error, FloatingPointError)
+            self.assertIn(
+                "at step 6, so that interval was not saved", str(error)
+            )
+            self.assertIn(restart, str(error))
+            self.assertTrue(
+                str(error).endswith(
+                    f"Received: mixed_precision={precision}, "
+                    "learning_rate_scale=0.5"
+                )
+            )
 
     def test_a_model_dir_that_another_process_trains_in_is_refused(self):
         folder = fixtures.tempdir(self)
@@ -658,25 +772,36 @@ class TrainerTest(TestCase):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             first = self.run_training(
-                folder, train_steps=3, steps_per_checkpoint=3
+                folder, train_steps=1, steps_per_checkpoint=1
             )
         # Nor does a run warn of what it does on purpose (Keras's default
         # `fit(shuffle=True)` on a dataset that the pipeline shuffles).
         self.assertEqual(
             [str(w.message) for w in caught if "shuffle" in str(w.message)], []
         )
-        # Resumed at step 3 with intervals of 2: step 4 ends the first
-        # (a `fit` of one step), then 6, not 5 and 7.
+        # Resumed at step 1 with intervals of 3: step 3 ends the first
+        # (a `fit` of the two steps left of it), then 6, not 2 and 5.
         recorder = FirstStepRecorder()
+        rates = []
         result = self.run_training(
             folder,
             train_steps=6,
-            steps_per_checkpoint=2,
-            extra_callbacks=(recorder,),
+            steps_per_checkpoint=3,
+            extra_callbacks=(
+                recorder,
+                keras.callbacks.LambdaCallback(
+                    on_epoch_end=lambda epoch, logs: rates.append(
+                        logs["tokens_per_second"]
+                    )
+                ),
+            ),
         )
-        self.assertEqual((recorder.first_step, result.step), (3, 6))
+        self.assertEqual((recorder.first_step, result.step), (1, 6))
+        # The throughput reported is the last interval's.
+        self.assertLen(rates, 2)
+        self.assertEqual(result.tokens_per_second, rates[-1])
         checkpoints = callbacks_lib.list_checkpoints(first.checkpoint_dir)
-        self.assertEqual([step for step, _ in checkpoints], [3, 4, 6])
+        self.assertEqual([step for step, _ in checkpoints], [1, 3, 6])
 
     def test_batch_tokens_left_over_by_the_replicas_are_reported(self):
         with self.assertLogs(level="WARNING") as logs:
@@ -684,6 +809,58 @@ class TrainerTest(TestCase):
         self.assertRegex(logs.output[0], "batch_tokens=70 .* 64 per step")
         with self.assertNoLogs(level="WARNING"):
             run_checks.check_batch_tokens(64, 8, replicas=8)
+
+    def test_each_replica_must_hold_a_longest_example(self):
+        # The budget is split over the replicas: 31 tokens each here.
+        with self.assertRaisesRegex(
+            ValueError, "batch_tokens=248, max_length=32, replicas=8$"
+        ):
+            run_checks.check_batch_tokens(248, 32, replicas=8)
+        run_checks.check_batch_tokens(256, 32, replicas=8)
+
+    def test_run_settings_are_checked_at_their_bounds(self):
+        settings = {
+            "warmup_steps": 1,
+            "learning_rate_scale": 1.0,
+            "keep_checkpoints": 1,
+            "bleu_every_steps": 0,
+            "bleu_max_sentences": 0,
+            "seed": 0,
+        }
+        # numpy's largest seed, and the smallest values, pass.
+        run_checks.check_run_settings(
+            **{**settings, "seed": run_checks.MAX_SEED}
+        )
+        for name, value in (
+            ("seed", run_checks.MAX_SEED + 1),
+            # A rate of 0 trains nothing; the schedule would refuse it only
+            # once the data is read.
+            ("learning_rate_scale", 0.0),
+            ("learning_rate_scale", -1.0),
+            ("learning_rate_scale", float("inf")),
+            ("bleu_every_steps", -2),
+        ):
+            with (
+                self.subTest(name=name, value=value),
+                self.assertRaisesRegex(
+                    ValueError, re.escape(f"Received: {name}={value!r}") + "$"
+                ),
+            ):
+                run_checks.check_run_settings(
+                    **{**settings, "bleu_max_sentences": 4, name: value}
+                )
+
+    def test_the_lock_file_names_only_the_process_that_holds_it(self):
+        # Not also the longer name an earlier holder left in it.
+        model_dir = fixtures.tempdir(self)
+        path = fixtures.write(
+            os.path.join(model_dir, run_checks.LOCK_FILE),
+            "pid 4194304 on an-earlier-host-with-a-long-name",
+        )
+        with run_checks.training_lock(model_dir), open(path) as file:
+            self.assertEqual(
+                file.read(), f"pid {os.getpid()} on {socket.gethostname()}"
+            )
 
     def test_batch_tokens_is_checked_as_an_integer_numpy_included(self):
         run_checks.check_batch_tokens(np.int64(4096), 256)
@@ -817,6 +994,11 @@ class TrainerTest(TestCase):
     def test_settings_file_that_is_not_json_is_named(self):
         model_dir = fixtures.tempdir(self)
         self.assertIsNone(run_checks.read_settings(model_dir))
+        # A folder of that name is no settings file either.
+        os.makedirs(os.path.join(model_dir, "other", run_checks.SETTINGS_FILE))
+        self.assertIsNone(
+            run_checks.read_settings(os.path.join(model_dir, "other"))
+        )
         path = fixtures.write(
             os.path.join(model_dir, run_checks.SETTINGS_FILE), "{"
         )
@@ -893,12 +1075,41 @@ class TrainerTest(TestCase):
                 "mirrored", tpu_address="grpc://1.2.3.4:8470"
             )
 
+    def test_unknown_precisions_are_named(self):
+        # Keras's own error names no choice.
+        with self.assertRaisesRegex(
+            ValueError,
+            "^Unknown precision; choose one of float32, mixed_bfloat16, "
+            "mixed_float16. Received: mixed_precision='float16'$",
+        ):
+            distribution.set_precision("float16")
+
+    def test_mirrored_takes_every_device_unless_told(self):
+        # No GPU here: the 8 logical CPU devices stand for them.
+        self.assertEqual(
+            distribution.create_strategy("mirrored").num_replicas_in_sync, 8
+        )
+        with self.assertLogs("absl", "WARNING") as logs:
+            distribution.create_strategy("mirrored", 2)
+        self.assertIn(
+            "--num_gpus=2: TensorFlow sees no GPU, so strategy='mirrored' "
+            "replicates over the CPU's logical devices.",
+            logs.output[0],
+        )
+        # Not all but the last one (devices[:-1]).
+        with self.assertRaisesRegex(
+            ValueError,
+            r"between 0 \(all\) and the 8 logical CPU devices .*num_gpus=-1$",
+        ):
+            distribution.create_strategy("mirrored", -1)
+
     def test_a_tpu_that_cannot_be_reached_fails_in_one_line(self):
         # A grpc address nothing listens at: TensorFlow waited forever,
         # deaf to Ctrl-C.
         with socket.socket() as probe:
             probe.bind(("127.0.0.1", 0))
             address = f"grpc://127.0.0.1:{probe.getsockname()[1]}"
+        start = time.monotonic()
         with self.assertRaisesRegex(
             TimeoutError,
             "^Nothing accepted a connection at tpu_address \\(--tpu\\) "
@@ -908,6 +1119,8 @@ class TrainerTest(TestCase):
             distribution.create_strategy(
                 "tpu", tpu_address=address, worker_startup_timeout=1
             )
+        # Within the timeout (a retry a second away would be past it).
+        self.assertLess(time.monotonic() - start, 3)
         # A TPU name off Google Cloud: urllib's error from the metadata
         # server was a traceback.
         unknown = urllib.error.URLError(
