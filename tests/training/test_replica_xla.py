@@ -37,12 +37,7 @@ class ReplicaXlaTest(TestCase):
             results = []
             for model, replica_path in zip(models, (False, True)):
                 model.set_weights(initial)
-                trainer.compile_for_training(
-                    model,
-                    warmup_steps=10,
-                    jit_compile=False,
-                    optimizer=keras.optimizers.SGD(1.0),
-                )
+                compile_with_sgd(model)
                 model.replica_jit_compile = replica_path
                 logs = model.train_on_batch(
                     features, labels, sample_weight=weights, return_dict=True
@@ -77,12 +72,7 @@ class ReplicaXlaTest(TestCase):
         for replica_path in (False, True):
             model = build_transformer(config)
             model.set_weights(initial)
-            trainer.compile_for_training(
-                model,
-                warmup_steps=10,
-                jit_compile=False,
-                optimizer=keras.optimizers.SGD(1.0),
-            )
+            compile_with_sgd(model)
             # `fit` passes its sample weights to `weighted_metrics` only.
             model.compile(
                 optimizer=model.optimizer,
@@ -167,3 +157,14 @@ class ReplicaXlaTest(TestCase):
         expected_gradients = tape.gradient(expected, model.trainable_weights)
         for got, want in zip(gradients, expected_gradients):
             self.assertAllClose(got / num_tokens, want, atol=1e-6)
+
+
+def compile_with_sgd(model):
+    """`compile_for_training` with plain SGD, whose update shows the
+    gradient as it is."""
+    trainer.compile_for_training(
+        model,
+        warmup_steps=10,
+        jit_compile=False,
+        optimizer=keras.optimizers.SGD(1.0),
+    )
