@@ -155,9 +155,9 @@ def token_labels(y_true, y_pred):
     labels = ops.cast(y_true, "int32")
     if len(labels.shape) == len(y_pred.shape) and labels.shape[-1] == 1:
         labels = ops.squeeze(labels, axis=-1)
-    lengths = (labels.shape[1:2], y_pred.shape[1:2])
+    length, expected = tuple(labels.shape[1:2]), tuple(y_pred.shape[1:2])
     if len(labels.shape) != len(y_pred.shape) - 1 or (
-        None not in (*lengths[0], *lengths[1]) and lengths[0] != lengths[1]
+        None not in length + expected and length != expected
     ):
         # Else a GatherV2 rank error or a shape mismatch from deep inside.
         raise ValueError(
