@@ -48,3 +48,21 @@ def pytest_runtest_setup(item):
             "setup.py's test extra allows: pip install -e '.[test]'",
             pytrace=False,
         )
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_report_to_serializable(report):
+    """Sends a subtest's arguments to the pytest-xdist controller as text.
+
+    pytest 9.0 sends them as they are, and execnet cannot send most objects
+    (a MirroredStrategy failed the test that passed it); pytest 9.1 sends
+    their repr (pytest-dev/pytest-xdist#1273), as this does.
+    """
+    data = yield
+    context = (data or {}).get("_subtest.context")
+    if context and context.get("kwargs"):
+        context["kwargs"] = {
+            name: value if isinstance(value, str) else repr(value)
+            for name, value in context["kwargs"].items()
+        }
+    return data
