@@ -66,9 +66,10 @@ def progress_printer(stream=None):
 
 def define_translation_flags(flag_values=flags.FLAGS):
     """Defines what the commands that translate share: the required
-    `--model`, `--vocab`, `--batch_size` and `--intra_op_threads`. They are
-    key flags of this module; the command adopts them
-    (`flags.adopt_module_key_flags`) for its --help."""
+    `--model`, `--vocab`, `--batch_size`, the decoding settings
+    (`decoding_settings`) and `--intra_op_threads`. They are key flags of
+    this module; the command adopts them (`flags.adopt_module_key_flags`)
+    for its --help."""
     fv = {"flag_values": flag_values}
     flags.DEFINE_string(
         "model",
@@ -85,8 +86,47 @@ def define_translation_flags(flag_values=flags.FLAGS):
     flags.DEFINE_integer(
         "batch_size", 32, "Sentences per batch.", lower_bound=1, **fv
     )
+    # The paper tuned the beam and alpha on the dev set (section 6.1); an
+    # export decodes with what it was exported with.
+    keras_only = "for a training directory or .keras model (not an export)"
+    flags.DEFINE_integer(
+        "beam_size",
+        None,
+        f"Beam size K {keras_only}. Default: 4, the paper's.",
+        lower_bound=1,
+        **fv,
+    )
+    flags.DEFINE_float(
+        "alpha",
+        None,
+        f"Length penalty alpha {keras_only}. Default: 0.6, the paper's.",
+        lower_bound=0.0,
+        **fv,
+    )
+    flags.DEFINE_integer(
+        "length_offset",
+        None,
+        "Output tokens allowed beyond the input length "
+        f"{keras_only}. Default: 50, the paper's.",
+        lower_bound=0,
+        **fv,
+    )
     define_threads_flag(flag_values)
     flags.mark_flag_as_required("model", flag_values=flag_values)
+
+
+# `inference.load_translator`'s decoding settings, flags of the same names.
+DECODING_FLAGS = ("beam_size", "alpha", "length_offset")
+
+
+def decoding_settings(flag_values=flags.FLAGS) -> dict:
+    """The `DECODING_FLAGS` that were passed, as keyword arguments of
+    `inference.load_translator`."""
+    return {
+        name: flag_values[name].value
+        for name in DECODING_FLAGS
+        if flag_values[name].value is not None
+    }
 
 
 def define_threads_flag(flag_values=flags.FLAGS):

@@ -13,7 +13,12 @@ signature, chrf_signature, num_sentences and tokenized_bleu — the paper's
 Table 2 metric, BLEU on Moses-tokenized text, for German targets with
 compounds split (`##AT##-##AT##`, as tensor2tensor's get_ende_bleu.sh); null
 for Chinese, Japanese and Korean targets; tokenized_bleu_signature says
-which. See `keras_transformer/evaluation.py`. Empty references or
+which; perplexity, the references' per-token perplexity under the model
+(Table 3's PPL: teacher-forced, no label smoothing), and
+perplexity_sentences, the pairs it scored (a pair with an empty side or a
+side over the model's length limit is left out, with a warning); both null
+for a SavedModel, whose signatures only search. See
+`keras_transformer/evaluation.py`. Empty references or
 translations of sentences that are not empty are counted in a warning on
 stderr.
 """
@@ -401,7 +406,9 @@ def main(argv, flag_values=FLAGS):
         )
         sources_, references = _test_set(flag_values, src_lang, tgt_lang)
         translator = inference.load_translator(
-            flag_values.model, flag_values.vocab
+            flag_values.model,
+            flag_values.vocab,
+            **commands.decoding_settings(flag_values),
         )
         # Before the long translation, so a bad path fails at once.
         output = (
@@ -440,6 +447,7 @@ def main(argv, flag_values=FLAGS):
             # translation's scores (it was a traceback and no scores).
             write_error = error
     scores = evaluation.score(hypotheses, references, tgt_lang)
+    perplexity = _perplexity(translator, sources_, references)
     print(
         f"{translator.description}: BLEU {scores.bleu:.2f} "
         f"({scores.bleu_signature}), chrF {scores.chrf:.2f}, tokenized BLEU "
@@ -450,11 +458,53 @@ def main(argv, flag_values=FLAGS):
                 f"{scores.tokenized_bleu:.2f} "
                 f"({scores.tokenized_bleu_signature})"
             )
+        )
+        + (
+            ", perplexity n/a"
+            if perplexity is None
+            else (
+                f", perplexity {perplexity.perplexity:.3f} "
+                f"({perplexity.num_tokens} target tokens)"
+            )
         ),
         file=sys.stderr,
     )
-    print(json.dumps(scores.to_json_dict()))
+    print(
+        json.dumps(
+            {
+                **scores.to_json_dict(),
+                "perplexity": (
+                    None
+                    if perplexity is None
+                    else round(perplexity.perplexity, 4)
+                ),
+                "perplexity_sentences": (
+                    None
+                    if perplexity is None
+                    else perplexity.stats.num_examples
+                ),
+            }
+        )
+    )
     return fail("evaluate", write_error) if write_error else 0
+
+
+def _perplexity(translator, sources_, references):
+    """`translator.perplexity` of the test set, with a warning on stderr
+    for the pairs it leaves out; None for a SavedModel."""
+    try:
+        perplexity = translator.perplexity(sources_, references)
+    except ValueError as error:  # No pair can be scored.
+        _warn(str(error))
+        return None
+    if perplexity is not None:
+        stats = perplexity.stats
+        if stats.num_examples < stats.num_pairs:
+            _warn(
+                f"perplexity over {stats.num_examples} of {stats.num_pairs} "
+                f"pairs (the others cannot be scored): {stats.describe()}"
+            )
+    return perplexity
 
 
 def run():

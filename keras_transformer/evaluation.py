@@ -1,11 +1,19 @@
-"""BLEU and chrF with sacreBLEU, and the paper's tokenized BLEU (Table 2)."""
+"""BLEU and chrF with sacreBLEU, the paper's tokenized BLEU (Table 2), and
+per-token perplexity (Table 3)."""
 
 import dataclasses
 import functools
+import math
 import re
 from collections.abc import Sequence
 
+import numpy as np
 import sacrebleu
+import tensorflow as tf
+
+from keras_transformer import tokens
+from keras_transformer.data import batching, pipeline
+from keras_transformer.training import losses
 
 
 @dataclasses.dataclass(frozen=True)
@@ -279,3 +287,94 @@ def tokenized_bleu(
         [paper_tokenize(h, lang) for h in hypotheses],
         [[paper_tokenize(r, lang) for r in references]],
     ).score
+
+
+@dataclasses.dataclass(frozen=True)
+class Perplexity:
+    """Perplexity of references under a model, per subword token.
+
+    Attributes:
+        perplexity: exp of the mean negative log-likelihood of the scored
+            target tokens (EOS included, no label smoothing): Table 3's
+            "PPL (dev)", per wordpiece.
+        num_tokens: target tokens scored, EOS included.
+        stats: which pairs were scored (`data.pipeline.DataStats`): pairs
+            with an empty side, or a side longer than the model's
+            `max_length` - 1 tokens, are left out and counted there.
+    """
+
+    perplexity: float
+    num_tokens: int
+    stats: pipeline.DataStats
+
+
+def perplexity(
+    model,
+    tokenizer,
+    sources: Sequence[str],
+    references: Sequence[str],
+    batch_tokens: int = 4096,
+) -> Perplexity:
+    """The per-token perplexity of `references` given `sources`.
+
+    Teacher-forced, as in training: the batches are the training
+    pipeline's (`batching.token_batches`, in order), and each target token
+    is predicted from the source and the reference tokens before it.
+
+    Args:
+        model: a `keras_transformer.Transformer`.
+        tokenizer: its `SubwordTokenizer`.
+        sources: source sentences.
+        references: their reference translations, as many.
+        batch_tokens: padded tokens per batch and side (the logits of a
+            batch are `batch_tokens` x the vocabulary size floats).
+
+    Returns:
+        A `Perplexity`.
+
+    Raises:
+        ValueError: if the lists differ in length, or no pair can be scored.
+    """
+    if len(sources) != len(references):
+        raise ValueError(
+            "Perplexity needs as many references as sources. Received: "
+            f"len(sources)={len(sources)}, len(references)={len(references)}"
+        )
+    max_length = model.config.max_length
+    source_ids, target_ids = pipeline.tokenize_pairs(
+        tf.data.Dataset.from_tensor_slices((list(sources), list(references))),
+        tokenizer,
+    )
+    source_ids, target_ids, stats = pipeline.filter_by_length(
+        source_ids, target_ids, max_length
+    )
+    if not stats.num_examples:
+        raise ValueError(
+            "No pair can be scored for perplexity: each has an empty side or "
+            f"one longer than max_length - 1 tokens. {stats.describe()}"
+        )
+    batches = batching.token_batches(
+        batching.PairsInMemory(source_ids, target_ids),
+        max(batch_tokens, max_length),
+        max_length,
+        shuffle=False,
+        deterministic=True,
+    )
+
+    @tf.function(reduce_retracing=True)
+    def summed_loss(features, labels):
+        logits = model(features, training=False)
+        per_token = losses.smoothed_token_losses(labels, logits, 0.0)
+        real = tf.cast(labels != tokens.PAD_ID, tf.float64)
+        return tf.reduce_sum(tf.cast(per_token, tf.float64) * real)
+
+    total = math.fsum(
+        float(summed_loss(features, labels)) for features, labels in batches
+    )
+    # Each kept target is scored with its EOS.
+    num_tokens = stats.target_tokens + stats.num_examples
+    return Perplexity(
+        perplexity=float(np.exp(total / num_tokens)),
+        num_tokens=num_tokens,
+        stats=stats,
+    )

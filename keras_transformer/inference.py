@@ -11,7 +11,7 @@ import re
 
 import tensorflow as tf
 
-from keras_transformer import files, model_files, serving
+from keras_transformer import evaluation, files, model_files, serving
 from keras_transformer.decoding import text_batches, transformer_search
 from keras_transformer.decoding import translator as translator_lib
 from keras_transformer.training import callbacks, run_checks
@@ -36,6 +36,15 @@ class TextTranslator:
         """Translations of `sentences` (`list[str]`), in order."""
         return text_batches.translate_texts(
             self.translate_fn, sentences, batch_size, on_batch
+        )
+
+    def perplexity(self, sources, references):
+        """`evaluation.perplexity` of `references` given `sources`, or None
+        for a SavedModel (its signatures search; none scores a reference)."""
+        if not isinstance(self.owner, translator_lib.Translator):
+            return None
+        return evaluation.perplexity(
+            self.owner.model, self.owner.tokenizer, sources, references
         )
 
 
@@ -306,7 +315,11 @@ def check_model_path(path: str) -> None:
 
 
 def load_translator(
-    path: str, vocab: str | None = None, beam_size: int = 4
+    path: str,
+    vocab: str | None = None,
+    beam_size: int | None = None,
+    alpha: float | None = None,
+    length_offset: int | None = None,
 ) -> TextTranslator:
     """Loads a model for translation (see the module docstring).
 
@@ -314,7 +327,11 @@ def load_translator(
         path: the `--model` path.
         vocab: the sentencepiece model for a `.keras` model (default: found
             beside it).
-        beam_size: beam size for `.keras` models (an export has its own).
+        beam_size: beam size K for a `.keras` model (default: the paper's
+            4, as `Translator`'s).
+        alpha: length penalty strength for a `.keras` model (default: 0.6).
+        length_offset: output tokens allowed beyond the input length for a
+            `.keras` model (default: 50).
 
     Returns:
         A `TextTranslator`.
@@ -322,17 +339,35 @@ def load_translator(
     Raises:
         FileNotFoundError: if `path` does not exist or holds no model.
         ValueError: if a SavedModel there has no `serving_default`
-            signature, or is given a `vocab`.
+            signature, or is given a `vocab` or a decoding setting (it holds
+            its own), or a setting is out of range (`Translator`).
     """
     check_model_path(path)
+    settings = {
+        name: value
+        for name, value in (
+            ("beam_size", beam_size),
+            ("alpha", alpha),
+            ("length_offset", length_offset),
+        )
+        if value is not None
+    }
     if tf.io.gfile.isdir(path):
         export = export_path(path)
-        if export and vocab:
-            # An export holds its tokenizer: the flag would be ignored.
+        passed = {"vocab": vocab, **settings} if vocab else settings
+        if export and passed:
+            # An export holds its tokenizer and decoding settings: the flags
+            # would be ignored.
+            names = ", ".join(f"`{name}`" for name in passed)
+            received = ", ".join(f"{k}={v}" for k, v in passed.items())
             raise ValueError(
-                "`vocab` (--vocab) applies to `.keras` models; a SavedModel "
-                "holds its own tokenizer, so drop `vocab` (or pass the .keras "
-                f"model). Received: model={path}, vocab={vocab}"
+                f"{names} {'applies' if len(passed) == 1 else 'apply'} to "
+                "`.keras` models; a SavedModel holds its own tokenizer and "
+                "decoding settings (export_model's --beam_size, --alpha and "
+                "--length_offset; its translate_with_options signature takes "
+                f"alpha and the length offset per request), so drop {names} "
+                "or pass the training directory or .keras model. "
+                f"Received: model={path}, {received}"
             )
         if export:
             loaded = serving.load_exported(export)
@@ -355,8 +390,11 @@ def load_translator(
     translator = translator_lib.Translator(
         model_files.load_model(path),
         SubwordTokenizer.from_file(vocab_beside(path, vocab)),
-        beam_size=beam_size,
+        **settings,
     )
     return TextTranslator(
-        translator.translate, f"Keras model {path}", owner=translator
+        translator.translate,
+        f"Keras model {path} (beam {translator.beam_size}, alpha "
+        f"{translator.alpha:g}, length offset {translator.length_offset})",
+        owner=translator,
     )

@@ -86,8 +86,10 @@ def define_flags(flag_values=FLAGS):
     )
     flags.DEFINE_integer(
         "batch_tokens",
-        25000,
-        "Source (and target) tokens per global batch (paper: ~25000).",
+        32768,
+        "Tokens per global batch and side, padding included (bucketed by "
+        "the longer side, as tensor2tensor's batch_size): the default, "
+        "tensor2tensor's 8 x 4096, holds the paper's ~25000 real tokens.",
         lower_bound=1,
         **fv,
     )
@@ -96,7 +98,7 @@ def define_flags(flag_values=FLAGS):
         1,
         "Token batches per optimizer step: their gradients are summed and "
         "divided by their real target tokens, as one batch of N times "
-        "--batch_tokens would be (e.g. the paper's 25000 on fewer GPUs).",
+        "--batch_tokens would be (e.g. the paper's 32768 on fewer GPUs).",
         lower_bound=1,
         **fv,
     )

@@ -62,7 +62,9 @@ def main(argv, flag_values=FLAGS):
             sentences = split_lines(sys.stdin.buffer.read(), "standard input")
             on_batch = None
         translator = inference.load_translator(
-            flag_values.model, flag_values.vocab
+            flag_values.model,
+            flag_values.vocab,
+            **commands.decoding_settings(flag_values),
         )
     except (ValueError, OSError, TypeError, tf.errors.OpError) as error:
         # User errors: one line, no traceback. The tf.errors come from an

@@ -16,9 +16,16 @@ from unittest import mock
 
 import pytest
 import sacrebleu
+import tensorflow as tf
 from absl import flags
 
-from keras_transformer import commands, evaluate, serving, translate
+from keras_transformer import (
+    commands,
+    evaluate,
+    evaluation,
+    serving,
+    translate,
+)
 from keras_transformer.data import text_files
 from keras_transformer.decoding.translator import Translator
 from tests.data import fixtures
@@ -418,6 +425,93 @@ class CommandsTest(TestCase):
             no_vocab.stderr,
         )
 
+    def test_decoding_flags_set_a_keras_models_search_not_an_exports(self):
+        # The paper tuned the beam and alpha on the dev set (section 6.1).
+        # Sentences within the tiny model's length limit, for perplexity.
+        short = ["Hi.", "I like tea.", "Yes."]
+        src = fixtures.write(
+            os.path.join(self.folder, "short.en"),
+            "".join(line + "\n" for line in short),
+        )
+        greedy = Translator(
+            tiny_model(),
+            fixtures.tokenizer(),
+            beam_size=1,
+            alpha=0.0,
+            length_offset=3,
+        )
+        expected = greedy.translate(tf.constant(short))["outputs"]
+        result = run_main(
+            translate,
+            f"--model={self.model_dir}",
+            "--beam_size=1",
+            "--alpha=0",
+            "--length_offset=3",
+            f"--input={src}",
+        )
+        self.assertEqual(result.returncode, 0, result.stderr[-2000:])
+        self.assertEqual(
+            result.stdout.splitlines(),
+            [line.decode("utf-8") for line in expected.numpy()],
+        )
+        test_set = [f"--src={src}", f"--ref={src}"]
+        evaluated = run_main(
+            evaluate,
+            f"--model={self.model_dir}",
+            "--beam_size=1",
+            "--alpha=0",
+            "--length_offset=3",
+            *test_set,
+        )
+        self.assertEqual(evaluated.returncode, 0, evaluated.stderr[-2000:])
+        self.assertIn(
+            "(beam 1, alpha 0, length offset 3): BLEU", evaluated.stderr
+        )
+        # Table 3's PPL of the references, which no search setting changes.
+        scores = json.loads(evaluated.stdout)
+        want = evaluation.perplexity(
+            greedy.model, greedy.tokenizer, short, short
+        )
+        self.assertAllClose(scores["perplexity"], want.perplexity, rtol=1e-4)
+        self.assertEqual(scores["perplexity_sentences"], len(short))
+        self.assertIn(
+            f"perplexity {want.perplexity:.3f} ({want.num_tokens} target "
+            "tokens)",
+            evaluated.stderr,
+        )
+        self.assertNotIn("perplexity over", evaluated.stderr)
+        # An export's signatures only search: no perplexity.
+        exported = run_main(evaluate, f"--model={self.export}", *test_set)
+        self.assertEqual(exported.returncode, 0, exported.stderr[-2000:])
+        self.assertIsNone(json.loads(exported.stdout)["perplexity"])
+        self.assertIn(", perplexity n/a\n", exported.stderr)
+        # An export decodes as it was exported: the flag would be ignored.
+        for command, args in (
+            (translate, ["Hi."]),
+            (evaluate, [f"--src={self.src}", f"--ref={self.src}"]),
+        ):
+            refused = run_main(
+                command, f"--model={self.export}", "--alpha=0.2", *args
+            )
+            self.assertEqual(refused.returncode, 1)
+            self.assertEqual(
+                refused.stderr.splitlines()[-1],
+                f"{command.__name__.rpartition('.')[2]}: error: `alpha` "
+                "applies to `.keras` models; a SavedModel holds its own "
+                "tokenizer and decoding settings (export_model's "
+                "--beam_size, --alpha and --length_offset; its "
+                "translate_with_options signature takes alpha and the length "
+                "offset per request), so drop `alpha` or pass the training "
+                "directory or .keras model. "
+                f"Received: model={self.export}, alpha=0.2",
+            )
+        # Out of the search's range: the Translator's own one-line error.
+        overflowing = run_main(
+            translate, f"--model={self.model_dir}", "--alpha=1000", "Hi."
+        )
+        self.assertEqual(overflowing.returncode, 1)
+        self.assertIn("alpha=1000", overflowing.stderr.splitlines()[-1])
+
     def test_bad_output_path_fails_before_translating(self):
         output = os.path.join(self.folder, "missing", "hyp.de")
         result = run_main(
@@ -465,6 +559,9 @@ class TranslateMainTest(TestCase):
             "--vocab=v.model",
             "--batch_size=3",
             "--intra_op_threads=5",
+            "--beam_size=6",
+            "--alpha=0.8",
+            "--length_offset=20",
             "Hi.",
             "Yes.",
         )
@@ -480,7 +577,9 @@ class TranslateMainTest(TestCase):
         ):
             self.assertEqual(translate.main(argv, flag_values), 0)
         threads.assert_called_once_with("run", 5)
-        load.assert_called_once_with("run", "v.model")
+        load.assert_called_once_with(
+            "run", "v.model", beam_size=6, alpha=0.8, length_offset=20
+        )
         translator.translate.assert_called_once_with(["Hi.", "Yes."], 3, None)
         stdout.flush()
         self.assertEqual(stdout.buffer.getvalue(), b"Hallo.\nJa.\n")
@@ -489,6 +588,9 @@ class TranslateMainTest(TestCase):
         for args in (
             ["--model=run", "--batch_size=0"],
             ["--model=run", "--intra_op_threads=-1"],
+            ["--model=run", "--beam_size=0"],
+            ["--model=run", "--alpha=-0.1"],
+            ["--model=run", "--length_offset=-1"],
             [],
         ):
             with self.subTest(args=args), self.assertRaises(flags.Error):

@@ -10,10 +10,13 @@ from unittest import mock
 
 import sacrebleu
 import sacremoses
+import tensorflow as tf
 from sacrebleu.tokenizers import tokenizer_ja_mecab, tokenizer_ko_mecab
 
-from keras_transformer import evaluate, evaluation, serving
+from keras_transformer import evaluate, evaluation, serving, tokens
 from keras_transformer.training import run_checks
+from tests.data import fixtures
+from tests.decoding.test_translator import tiny_model
 from tests.test_case import TestCase
 from tests.test_commands import parse_flags, run_main
 
@@ -32,12 +35,20 @@ def parse(*args):
     return parse_flags(evaluate, *args)[0]
 
 
+def fake_translator(hypotheses):
+    """A loaded translator that returns `hypotheses` and, as an export,
+    scores no perplexity."""
+    translator = mock.Mock(description="fake")
+    translator.translate.return_value = hypotheses
+    translator.perplexity.return_value = None
+    return translator
+
+
 def run_with_translations(hypotheses, *args):
     """`evaluate.main` on the flags with a translator that returns
     `hypotheses` (the `--model` is never loaded); its exit status, stdout
     and stderr."""
-    translator = mock.Mock(description="fake")
-    translator.translate.return_value = hypotheses
+    translator = fake_translator(hypotheses)
     with mock.patch(f"{INFERENCE}.load_translator", return_value=translator):
         result = run_main(evaluate, *args)
     return result.returncode, result.stdout, result.stderr
@@ -280,6 +291,77 @@ class EvaluationTest(TestCase):
             evaluation.paper_tokenize("The man sees the dog.", "en")
         self.assertEqual(constructor.call_count, 2)
         evaluation._moses_tokenizer.cache_clear()
+
+
+class PerplexityTest(TestCase):
+    def per_sentence_perplexity(self, model, tokenizer, pairs):
+        """Table 3's PPL by hand: each pair alone (no padding, no batch),
+        exp of the mean -log p of its target tokens and EOS."""
+        total, count = 0.0, 0
+        for source, target in pairs:
+            source_ids = tokenizer.tokenize(tf.constant([source])).to_list()[0]
+            target_ids = tokenizer.tokenize(tf.constant([target])).to_list()[0]
+            logits = model(
+                {
+                    "source_ids": tf.constant([source_ids + [tokens.EOS_ID]]),
+                    "target_ids": tf.constant([[tokens.BOS_ID] + target_ids]),
+                },
+                training=False,
+            )[0]
+            log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float64)).numpy()
+            labels = target_ids + [tokens.EOS_ID]
+            total -= sum(log_probs[i, label] for i, label in enumerate(labels))
+            count += len(labels)
+        return math.exp(total / count), count
+
+    def test_is_the_exp_of_the_mean_token_loss_however_batched(self):
+        model = tiny_model(max_length=40)
+        tokenizer = fixtures.tokenizer()
+        pairs = fixtures.PAIRS[:9]
+        want, count = self.per_sentence_perplexity(model, tokenizer, pairs)
+        sources, references = zip(*pairs)
+        # Batches of one or two pairs (a budget of max_length), and one.
+        for batch_tokens in (40, 4096):
+            with self.subTest(batch_tokens=batch_tokens):
+                got = evaluation.perplexity(
+                    model, tokenizer, sources, references, batch_tokens
+                )
+                self.assertAllClose(got.perplexity, want, rtol=1e-5)
+                self.assertEqual(got.num_tokens, count)
+                self.assertEqual(got.stats.num_examples, len(pairs))
+        # An untrained model is near uniform over the 320 ids.
+        self.assertBetween(want, 100, 1000)
+
+    def test_pairs_it_cannot_score_are_left_out_and_counted(self):
+        model = tiny_model(max_length=40)
+        tokenizer = fixtures.tokenizer()
+        long_source = " ".join(source for source, _ in fixtures.PAIRS[:4])
+        pairs = [
+            fixtures.PAIRS[0],
+            (fixtures.PAIRS[1][0], ""),
+            (long_source, fixtures.PAIRS[2][1]),
+            fixtures.PAIRS[3],
+        ]
+        got = evaluation.perplexity(model, tokenizer, *zip(*pairs))
+        want, count = self.per_sentence_perplexity(
+            model, tokenizer, [pairs[0], pairs[3]]
+        )
+        self.assertAllClose(got.perplexity, want, rtol=1e-5)
+        self.assertEqual(got.num_tokens, count)
+        self.assertEqual(
+            (
+                got.stats.num_pairs,
+                got.stats.dropped_empty,
+                got.stats.dropped_overlong,
+            ),
+            (4, 1, 1),
+        )
+        with self.assertRaisesRegex(
+            ValueError, "No pair can be scored for perplexity.*1 pairs read"
+        ):
+            evaluation.perplexity(model, tokenizer, [long_source], ["Ja."])
+        with self.assertRaisesRegex(ValueError, "as many references"):
+            evaluation.perplexity(model, tokenizer, ["Hi."], [])
 
 
 class EvaluateCommandTest(TestCase):
@@ -784,6 +866,42 @@ class EvaluateCommandTest(TestCase):
         self.assertNotIn("translations are empty", stderr)
         self.assertEqual(json.loads(stdout)["num_sentences"], 5)
 
+    def test_pairs_left_out_of_the_perplexity_are_a_warning(self):
+        translator = fake_translator(["Hallo."])
+        stats = mock.Mock(num_examples=2, num_pairs=3)
+        stats.describe.return_value = "3 pairs read, 2 kept"
+        translator.perplexity.return_value = evaluation.Perplexity(
+            perplexity=5.0, num_tokens=7, stats=stats
+        )
+        args = [f"--model={self.model_dir}", f"--src={self.src}"]
+        args.append(f"--ref={self.ref}")
+        with mock.patch(
+            f"{INFERENCE}.load_translator", return_value=translator
+        ):
+            result = run_main(evaluate, *args)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn(
+            "evaluate: warning: perplexity over 2 of 3 pairs (the others "
+            "cannot be scored): 3 pairs read, 2 kept\n",
+            result.stderr,
+        )
+        scores = json.loads(result.stdout)
+        self.assertEqual(
+            (scores["perplexity"], scores["perplexity_sentences"]), (5.0, 2)
+        )
+        # None of them: a warning and no perplexity, the scores still.
+        translator.perplexity.side_effect = ValueError("No pair can be scored")
+        with mock.patch(
+            f"{INFERENCE}.load_translator", return_value=translator
+        ):
+            result = run_main(evaluate, *args)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertIn(
+            "evaluate: warning: No pair can be scored\n", result.stderr
+        )
+        self.assertIn(", perplexity n/a\n", result.stderr)
+        self.assertIsNone(json.loads(result.stdout)["perplexity"])
+
     def test_regional_target_language_is_scored_and_printed_as_its_language(
         self,
     ):
@@ -816,9 +934,10 @@ class EvaluateCommandTest(TestCase):
             "--vocab=v.model",
             "--batch_size=3",
             "--intra_op_threads=5",
+            "--beam_size=2",
+            "--alpha=1.0",
         )
-        translator = mock.Mock(description="fake")
-        translator.translate.return_value = ["Hallo."]
+        translator = fake_translator(["Hallo."])
         with (
             mock.patch(f"{INFERENCE}.set_decoding_threads") as threads,
             mock.patch(
@@ -829,11 +948,14 @@ class EvaluateCommandTest(TestCase):
         ):
             self.assertEqual(evaluate.main(argv, flag_values), 0)
         threads.assert_called_once_with(model, 5)
-        load.assert_called_once_with(model, "v.model")
+        load.assert_called_once_with(model, "v.model", beam_size=2, alpha=1.0)
         self.assertEqual(
             translator.translate.call_args.args[:2], (["Hello."], 3)
         )
-        self.assertEqual(json.loads(stdout.getvalue())["chrf"], 100.0)
+        scores = json.loads(stdout.getvalue())
+        self.assertEqual(scores["chrf"], 100.0)
+        self.assertIsNone(scores["perplexity"])
+        self.assertIsNone(scores["perplexity_sentences"])
 
     def test_output_must_not_be_a_log_of_the_training_run(self):
         logs = os.path.join(self.model_dir, "logs", "train")

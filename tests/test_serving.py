@@ -741,11 +741,21 @@ class ServingHelpersTest(TestCase):
                 ),
             ):
                 inference.load_translator(os.path.dirname(path))
-        # An export holds its tokenizer: a --vocab would be ignored.
+        # An export holds its tokenizer and decoding settings: the flags
+        # would be ignored.
         with self.assertRaisesRegex(
             ValueError, f"drop `vocab` .*Received: model={path}, vocab=v.model$"
         ):
             inference.load_translator(path, vocab="v.model")
+        with self.assertRaisesRegex(
+            ValueError,
+            "^`vocab`, `beam_size`, `length_offset` apply to `.keras` models.*"
+            f"Received: model={path}, vocab=v.model, beam_size=2, "
+            "length_offset=0$",
+        ):
+            inference.load_translator(
+                path, vocab="v.model", beam_size=2, length_offset=0
+            )
 
     def test_average_models_averages_every_weight(self):
         folder = fixtures.tempdir(self)

@@ -513,7 +513,7 @@ def distributed_dataset_fn(
     Example:
 
     >>> dataset = strategy.distribute_datasets_from_function(
-    ...     distributed_dataset_fn(examples, batch_tokens=25000))
+    ...     distributed_dataset_fn(examples, batch_tokens=32768))
     """
 
     def dataset_fn(input_context: tf.distribute.InputContext):

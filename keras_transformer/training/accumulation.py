@@ -1,8 +1,9 @@
 """Gradient accumulation: one optimizer step over several token batches.
 
 The paper's steps take batches of ~25,000 source and ~25,000 target tokens
-on 8 GPUs (section 5.1). With fewer devices, or less memory, a step can
-take `gradient_accumulation_steps` (N) batches one after another, as
+(32,768 with padding, as `--batch_tokens` counts) on 8 GPUs (section 5.1).
+With fewer devices, or less memory, a step can take
+`gradient_accumulation_steps` (N) batches one after another, as
 OpenNMT-tf's `accum_steps` and fairseq's `--update-freq` do. The N batches
 of a step arrive as one dataset element (`batching.group_batches`:
 RaggedTensors [N, (B), (T)]), so a `fit` step is still one optimizer step:

@@ -16,6 +16,11 @@ from keras_transformer.layers.masks import keras_mask
 class LabelSmoothedCrossEntropy(keras.losses.Loss):
     """Cross-entropy against `(1 - eps) * one_hot + eps / V` (section 5.4).
 
+    The eps mass goes to all V ids, padding, BOS and the label's own
+    included, as Keras's `label_smoothing` does; tensor2tensor spread it
+    over the V - 1 others, which changes the loss and its gradient by
+    terms of order eps / V.
+
     Padding labels (`pad_id`) contribute nothing, and the sum is divided by
     the number of real target tokens, so long and short batches weigh each
     token alike. Under `tf.distribute` with several replicas the divisor is

@@ -192,8 +192,9 @@ def run_training(
             the one of the run to resume.
         train_steps: optimizer steps in total (paper: 100k base, 300k big).
         warmup_steps: schedule warmup (paper: 4000).
-        batch_tokens: source and target token budget of a global batch
-            (paper: ~25,000).
+        batch_tokens: source and target token budget of a global batch,
+            padding included (32,768 holds the paper's ~25,000 real tokens
+            a side, as tensor2tensor's 8 x 4,096 did).
         gradient_accumulation_steps: global batches per optimizer step
             (see `training/accumulation.py`): a step's update is that of
             one batch of `gradient_accumulation_steps * batch_tokens`.
