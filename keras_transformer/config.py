@@ -2,6 +2,7 @@
 
 import dataclasses
 import math
+import warnings
 
 from keras_transformer import tokens
 from keras_transformer.checks import is_integer, is_real
@@ -21,6 +22,32 @@ OPTIONAL_FIELDS = ("key_dim", "value_dim", "source_vocab_size")
 # Fields added after configs were first saved, with the value that a saved
 # config (or run settings) without them means: the behaviour before.
 LEGACY_VALUES = {"attention_bias": True}
+
+
+def with_legacy_values(values: dict, what: str) -> dict:
+    """`values` with each `LEGACY_VALUES` field it lacks, and a warning
+    naming them: a config written by hand that leaves out `attention_bias`
+    would silently get the biases that the paper's model does not have.
+
+    Args:
+        values: a saved config (of a model or a layer).
+        what: what it is the config of, for the warning.
+    """
+    missing = {
+        name: value
+        for name, value in LEGACY_VALUES.items()
+        if name not in values
+    }
+    if missing:
+        settings = ", ".join(f"{k}={v}" for k, v in missing.items())
+        warnings.warn(
+            f"The {what} config has no {', '.join(missing)}: taking "
+            f"{settings}, as configs saved before the field existed meant. "
+            "Give the field to choose (the paper's attention has no biases: "
+            "attention_bias=False); re-save a model to record it.",
+            stacklevel=3,
+        )
+    return {**missing, **values}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -224,10 +251,11 @@ class TransformerConfig:
 
         A field of `LEGACY_VALUES` that `values` lacks was written before
         the field existed, and takes the value it had then (a model saved
-        without `attention_bias` has attention biases).
+        without `attention_bias` has attention biases), with a warning
+        (`with_legacy_values`).
         """
         _check_fields(values)
-        return cls(**{**LEGACY_VALUES, **values})
+        return cls(**with_legacy_values(values, "Transformer"))
 
     @classmethod
     def preset(cls, name: str, **overrides) -> "TransformerConfig":

@@ -1,6 +1,7 @@
 import dataclasses
 import json
 import re
+import warnings
 
 import numpy as np
 from absl.testing import parameterized
@@ -84,15 +85,24 @@ class TransformerConfigTest(TestCase):
             self.assertIs(config.attention_bias, False)
         for value in (False, True):
             config = TransformerConfig.preset("tiny", attention_bias=value)
-            self.assertEqual(
-                TransformerConfig.from_dict(config.to_dict()), config
-            )
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # The field is there.
+                self.assertEqual(
+                    TransformerConfig.from_dict(config.to_dict()), config
+                )
 
     def test_a_dict_saved_without_attention_bias_had_the_biases(self):
         # Models saved before the field existed have attention biases.
         values = TransformerConfig.preset("tiny").to_dict()
         del values["attention_bias"]
-        self.assertIs(TransformerConfig.from_dict(values).attention_bias, True)
+        # With a warning: a hand-written dict got the biases silently.
+        with self.assertWarnsRegex(
+            UserWarning,
+            "The Transformer config has no attention_bias: taking "
+            "attention_bias=True, .*attention_bias=False",
+        ):
+            config = TransformerConfig.from_dict(values)
+        self.assertIs(config.attention_bias, True)
 
     def test_unknown_field_and_preset_are_clear_errors(self):
         with self.assertRaisesRegex(ValueError, "Received: d_modle=3"):

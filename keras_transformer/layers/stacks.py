@@ -6,6 +6,7 @@ Shape legend: B batch, S source length, T target length, D d_model.
 import keras
 
 from keras_transformer.checks import check_positive_int
+from keras_transformer.config import with_legacy_values
 from keras_transformer.layers.checks import check_built
 from keras_transformer.layers.decoder_layer import TransformerDecoderLayer
 from keras_transformer.layers.encoder_layer import TransformerEncoderLayer
@@ -87,7 +88,9 @@ class _Stack(keras.layers.Layer):
     @classmethod
     def from_config(cls, config):
         # Stacks saved before `attention_bias` existed had the biases.
-        return super().from_config({"attention_bias": True, **config})
+        return super().from_config(
+            with_legacy_values(config, f"{cls.__name__} layer")
+        )
 
 
 @keras.saving.register_keras_serializable(package="keras_transformer")

@@ -13,6 +13,7 @@ from keras_transformer.checks import (
     check_positive_number,
     check_rate,
 )
+from keras_transformer.config import with_legacy_values
 from keras_transformer.layers.attention import MultiHeadAttention
 from keras_transformer.layers.checks import check_sequence_shape
 from keras_transformer.layers.feed_forward import PositionwiseFeedForward
@@ -155,4 +156,6 @@ class TransformerLayer(keras.layers.Layer):
     @classmethod
     def from_config(cls, config):
         # Layers saved before `attention_bias` existed had the biases.
-        return super().from_config({"attention_bias": True, **config})
+        return super().from_config(
+            with_legacy_values(config, f"{cls.__name__} layer")
+        )

@@ -492,7 +492,12 @@ class StackTest(TestCase):
         ):
             config = keras.saving.serialize_keras_object(layer)
             del config["config"]["attention_bias"]  # as before the switch
-            revived = keras.saving.deserialize_keras_object(config)
+            with self.assertWarnsRegex(
+                UserWarning,
+                f"The {type(layer).__name__} layer config has no "
+                "attention_bias: taking attention_bias=True",
+            ):
+                revived = keras.saving.deserialize_keras_object(config)
             self.assertIs(revived.get_config()["attention_bias"], True)
             for sublayer in getattr(revived, "sublayers", [revived]):
                 self.assertIs(sublayer.attention_bias, True)
