@@ -395,6 +395,6 @@ def load_translator(
     return TextTranslator(
         translator.translate,
         f"Keras model {path} (beam {translator.beam_size}, alpha "
-        f"{translator.alpha:g}, length offset {translator.length_offset})",
+        f"{translator.alpha}, length offset {translator.length_offset})",
         owner=translator,
     )

@@ -465,7 +465,7 @@ class CommandsTest(TestCase):
         )
         self.assertEqual(evaluated.returncode, 0, evaluated.stderr[-2000:])
         self.assertIn(
-            "(beam 1, alpha 0, length offset 3): BLEU", evaluated.stderr
+            "(beam 1, alpha 0.0, length offset 3): BLEU", evaluated.stderr
         )
         # Table 3's PPL of the references, which no search setting changes.
         scores = json.loads(evaluated.stdout)
