@@ -29,7 +29,7 @@ from keras_transformer import (
 from keras_transformer.data import text_files
 from keras_transformer.decoding.translator import Translator
 from tests.data import fixtures
-from tests.decoding.test_translator import tiny_model
+from tests.decoding.test_translator import tiny_model, tiny_translator
 from tests.test_case import TestCase
 
 ROOT = os.path.dirname(os.path.dirname(__file__))
@@ -433,13 +433,7 @@ class CommandsTest(TestCase):
             os.path.join(self.folder, "short.en"),
             "".join(line + "\n" for line in short),
         )
-        greedy = Translator(
-            tiny_model(),
-            fixtures.tokenizer(),
-            beam_size=1,
-            alpha=0.0,
-            length_offset=3,
-        )
+        greedy = tiny_translator(beam_size=1, alpha=0.0, length_offset=3)
         expected = greedy.translate(tf.constant(short))["outputs"]
         result = run_main(
             translate,
