@@ -327,7 +327,9 @@ def perplexity(
         sources: source sentences.
         references: their reference translations, as many.
         batch_tokens: padded tokens per batch and side (the logits of a
-            batch are `batch_tokens` x the vocabulary size floats).
+            batch are `batch_tokens` x the vocabulary size floats), raised
+            to the model's `max_length` if below it, so that the longest
+            pair fits in a batch.
 
     Returns:
         A `Perplexity`.
