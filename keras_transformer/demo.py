@@ -144,6 +144,7 @@ def run_demo(
         "bleu_signature": scores.bleu_signature,
         "num_test_sentences": scores.num_sentences,
         "dev_bleu": result.dev_bleu,
+        "dev_perplexity": result.dev_perplexity,
         "training_data": dataclasses.asdict(result.data_stats),
         "export_equals_python": served == in_python,
         "model": result.model_path,

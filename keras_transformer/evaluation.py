@@ -337,46 +337,85 @@ def perplexity(
     Raises:
         ValueError: if the lists differ in length, or no pair can be scored.
     """
-    if len(sources) != len(references):
-        raise ValueError(
-            "Perplexity needs as many references as sources. Received: "
-            f"len(sources)={len(sources)}, len(references)={len(references)}"
-        )
-    max_length = model.config.max_length
-    source_ids, target_ids = pipeline.tokenize_pairs(
-        tf.data.Dataset.from_tensor_slices((list(sources), list(references))),
+    return PerplexityScorer(
+        model, tokenizer, sources, references, batch_tokens
+    )()
+
+
+class PerplexityScorer:
+    """`perplexity` of fixed pairs, again and again as the weights change
+    (a dev set during training): the pairs are tokenized and batched, and
+    the model's loss traced, once.
+
+    Args:
+        As `perplexity`'s.
+
+    Attributes:
+        stats: which pairs are scored (`Perplexity.stats`).
+
+    Call returns:
+        A `Perplexity` under the model's current weights.
+
+    Raises:
+        ValueError: as `perplexity`, when constructed.
+    """
+
+    def __init__(
+        self,
+        model,
         tokenizer,
-    )
-    source_ids, target_ids, stats = pipeline.filter_by_length(
-        source_ids, target_ids, max_length
-    )
-    if not stats.num_examples:
-        raise ValueError(
-            "No pair can be scored for perplexity: each has an empty side or "
-            f"one longer than max_length - 1 tokens. {stats.describe()}"
+        sources: Sequence[str],
+        references: Sequence[str],
+        batch_tokens: int = 4096,
+    ):
+        if len(sources) != len(references):
+            raise ValueError(
+                "Perplexity needs as many references as sources. Received: "
+                f"len(sources)={len(sources)}, "
+                f"len(references)={len(references)}"
+            )
+        max_length = model.config.max_length
+        source_ids, target_ids = pipeline.tokenize_pairs(
+            tf.data.Dataset.from_tensor_slices(
+                (list(sources), list(references))
+            ),
+            tokenizer,
         )
-    batches = batching.token_batches(
-        batching.PairsInMemory(source_ids, target_ids),
-        max(batch_tokens, max_length),
-        max_length,
-        shuffle=False,
-        deterministic=True,
-    )
+        source_ids, target_ids, self.stats = pipeline.filter_by_length(
+            source_ids, target_ids, max_length
+        )
+        if not self.stats.num_examples:
+            raise ValueError(
+                "No pair can be scored for perplexity: each has an empty side "
+                "or one longer than max_length - 1 tokens. "
+                f"{self.stats.describe()}"
+            )
+        self._batches = batching.token_batches(
+            batching.PairsInMemory(source_ids, target_ids),
+            max(batch_tokens, max_length),
+            max_length,
+            shuffle=False,
+            deterministic=True,
+        )
 
-    @tf.function(reduce_retracing=True)
-    def summed_loss(features, labels):
-        logits = model(features, training=False)
-        per_token = losses.smoothed_token_losses(labels, logits, 0.0)
-        real = tf.cast(labels != tokens.PAD_ID, tf.float64)
-        return tf.reduce_sum(tf.cast(per_token, tf.float64) * real)
+        @tf.function(reduce_retracing=True)
+        def summed_loss(features, labels):
+            logits = model(features, training=False)
+            per_token = losses.smoothed_token_losses(labels, logits, 0.0)
+            real = tf.cast(labels != tokens.PAD_ID, tf.float64)
+            return tf.reduce_sum(tf.cast(per_token, tf.float64) * real)
 
-    total = math.fsum(
-        float(summed_loss(features, labels)) for features, labels in batches
-    )
-    # Each kept target is scored with its EOS.
-    num_tokens = stats.target_tokens + stats.num_examples
-    return Perplexity(
-        perplexity=float(np.exp(total / num_tokens)),
-        num_tokens=num_tokens,
-        stats=stats,
-    )
+        self._summed_loss = summed_loss
+
+    def __call__(self) -> Perplexity:
+        total = math.fsum(
+            float(self._summed_loss(features, labels))
+            for features, labels in self._batches
+        )
+        # Each kept target is scored with its EOS.
+        num_tokens = self.stats.target_tokens + self.stats.num_examples
+        return Perplexity(
+            perplexity=float(np.exp(total / num_tokens)),
+            num_tokens=num_tokens,
+            stats=self.stats,
+        )

@@ -141,14 +141,14 @@ def define_flags(flag_values=FLAGS):
     flags.DEFINE_integer(
         "bleu_every_steps",
         0,
-        "Dev BLEU every N steps (0: at the end only).",
+        "Dev BLEU and perplexity every N steps (0: at the end only).",
         lower_bound=0,
         **fv,
     )
     flags.DEFINE_integer(
         "bleu_max_sentences",
         500,
-        "Dev sentences for BLEU (0: no BLEU).",
+        "Dev sentences for BLEU and perplexity (0: neither).",
         lower_bound=0,
         **fv,
     )
@@ -419,6 +419,8 @@ def main(argv, flag_values=FLAGS):
     print(f"Trained to step {result.step}: {result.model_path}")
     if result.dev_bleu is not None:
         print(f"Dev BLEU: {result.dev_bleu:.2f}")
+    if result.dev_perplexity is not None:
+        print(f"Dev perplexity: {result.dev_perplexity:.3f}")
     print(f"TensorBoard: tensorboard --logdir={result.log_dir}")
     return 0
 

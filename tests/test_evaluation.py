@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from unittest import mock
 
+import numpy as np
 import sacrebleu
 import sacremoses
 import tensorflow as tf
@@ -331,6 +332,27 @@ class PerplexityTest(TestCase):
                 self.assertEqual(got.stats.num_examples, len(pairs))
         # An untrained model is near uniform over the 320 ids.
         self.assertBetween(want, 100, 1000)
+
+    def test_a_scorer_reads_the_weights_of_each_call(self):
+        # As during training: the same dev pairs, scored again as the
+        # weights change, without tracing the model again.
+        model = tiny_model(max_length=40)
+        tokenizer = fixtures.tokenizer()
+        pairs = fixtures.PAIRS[:5]
+        scorer = evaluation.PerplexityScorer(model, tokenizer, *zip(*pairs))
+        before = scorer().perplexity
+        traces = scorer._summed_loss.experimental_get_tracing_count()
+        rng = np.random.default_rng(0)
+        model.set_weights(
+            [w + rng.normal(0, 0.1, w.shape) for w in model.get_weights()]
+        )
+        want, _ = self.per_sentence_perplexity(model, tokenizer, pairs)
+        after = scorer().perplexity
+        self.assertAllClose(after, want, rtol=1e-5)
+        self.assertNotAllClose(after, before, rtol=1e-3)
+        self.assertEqual(
+            scorer._summed_loss.experimental_get_tracing_count(), traces
+        )
 
     def test_pairs_it_cannot_score_are_left_out_and_counted(self):
         model = tiny_model(max_length=40)

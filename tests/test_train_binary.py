@@ -229,6 +229,7 @@ class TrainFlagsTest(TestCase):
             log_dir="/run/logs",
             checkpoint_dir="/run/checkpoints",
             dev_bleu=27.346,
+            dev_perplexity=4.12345,
             tokens_per_second=1000.0,
             data_stats=mock.Mock(describe=lambda: "24 pairs"),
         )
@@ -246,6 +247,7 @@ class TrainFlagsTest(TestCase):
             "Training data: 24 pairs\n"
             "Trained to step 40: /run/model.keras\n"
             "Dev BLEU: 27.35\n"
+            "Dev perplexity: 4.123\n"
             "TensorBoard: tensorboard --logdir=/run/logs\n",
         )
 

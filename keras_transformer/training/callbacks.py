@@ -431,9 +431,11 @@ class StopOnNaN(keras.callbacks.Callback):
         self.model.stop_training = True
 
 
-class BleuEvaluator(keras.callbacks.Callback):
+class DevEvaluator(keras.callbacks.Callback):
     """Translates validation sentences every `every_steps` steps and adds
-    sacreBLEU to the logs as `bleu` (and `chrf`).
+    sacreBLEU to the logs as `bleu` (and `chrf`), and, given a
+    `perplexity_fn`, the references' perplexity as `perplexity` (Table 3's
+    "PPL (dev)").
 
     Args:
         translate_fn: a function from `tf.string` [B] to a dict with
@@ -456,9 +458,18 @@ class BleuEvaluator(keras.callbacks.Callback):
             (`preemption.SaveOnPreemption.signalled_anywhere`).
         summary_dir: TensorBoard directory where the scores of a model
             evaluated outside an epoch (the rerun of a finished run) are
-            written, as `epoch_bleu` and `epoch_chrf` at its step: the
-            epoch's are written by `keras.callbacks.TensorBoard` from the
-            logs (`<log_dir>/train`).
+            written, as `epoch_bleu`, `epoch_chrf` (and `epoch_perplexity`)
+            at its step: the epoch's are written by
+            `keras.callbacks.TensorBoard` from the logs (`<log_dir>/train`).
+        perplexity_fn: optional function of no argument that returns the
+            `evaluation.Perplexity` of the references under the model's
+            current weights (`evaluation.PerplexityScorer`); called after
+            the translation, when BLEU is scored.
+
+    Attributes:
+        last_scores: the `evaluation.Scores` of the last evaluation, or
+            None.
+        last_perplexity: its `evaluation.Perplexity`, or None.
     """
 
     def __init__(
@@ -471,6 +482,7 @@ class BleuEvaluator(keras.callbacks.Callback):
         final_step: int,
         interrupted=None,
         summary_dir: str | None = None,
+        perplexity_fn=None,
     ):
         super().__init__()
         if len(sources) != len(references) or not sources:
@@ -487,7 +499,9 @@ class BleuEvaluator(keras.callbacks.Callback):
         self.final_step = final_step
         self.interrupted = interrupted or (lambda: False)
         self.summary_dir = summary_dir
+        self.perplexity_fn = perplexity_fn
         self.last_scores = None
+        self.last_perplexity = None
         self._last_evaluated = None
         self._trained = False
 
@@ -526,6 +540,10 @@ class BleuEvaluator(keras.callbacks.Callback):
             with writer.as_default(step=step):
                 tf.summary.scalar("epoch_bleu", self.last_scores.bleu)
                 tf.summary.scalar("epoch_chrf", self.last_scores.chrf)
+                if self.last_perplexity:
+                    tf.summary.scalar(
+                        "epoch_perplexity", self.last_perplexity.perplexity
+                    )
             writer.close()
 
     def _evaluate(self, step, logs):
@@ -553,13 +571,24 @@ class BleuEvaluator(keras.callbacks.Callback):
         self.last_scores = evaluation.score(
             hypotheses, self.references, self.target_lang
         )
+        self.last_perplexity = (
+            self.perplexity_fn() if self.perplexity_fn else None
+        )
         self._last_evaluated = step
         if logs is not None:
             logs["bleu"] = self.last_scores.bleu
             logs["chrf"] = self.last_scores.chrf
+            if self.last_perplexity:
+                logs["perplexity"] = self.last_perplexity.perplexity
+        perplexity = (
+            f", perplexity {self.last_perplexity.perplexity:.3f} "
+            f"({self.last_perplexity.num_tokens} target tokens)"
+            if self.last_perplexity
+            else ""
+        )
         print(
             f"\nstep {step}: dev BLEU {self.last_scores.bleu:.2f} "
-            f"chrF {self.last_scores.chrf:.2f} "
+            f"chrF {self.last_scores.chrf:.2f}{perplexity} "
             f"({len(self.sources)} sentences; "
             f"{self.last_scores.bleu_signature})",
             flush=True,
@@ -567,4 +596,4 @@ class BleuEvaluator(keras.callbacks.Callback):
 
 
 class _Interrupted(Exception):
-    """`BleuEvaluator`'s translation stopped after (done, total) sentences."""
+    """`DevEvaluator`'s translation stopped after (done, total) sentences."""

@@ -79,7 +79,7 @@ class SaveOnPreemption(keras.callbacks.Callback):
     `fit`). A signal during the interval-end work (checkpoint, dev BLEU)
     stops the run after it, at that step. Dev BLEU, which can outlast the
     grace period, is skipped once a signal came, and abandoned if one comes
-    while it translates (`signalled_anywhere` is `callbacks.BleuEvaluator`'s
+    while it translates (`signalled_anywhere` is `callbacks.DevEvaluator`'s
     `interrupted`): the backup comes first. A step whose loss or weights
     are not finite is not saved: `callbacks.StopOnNaN` then ends the run
     as for any NaN.
@@ -161,7 +161,7 @@ class SaveOnPreemption(keras.callbacks.Callback):
         worker received a signal.
 
         A collective under a multi-worker strategy: every worker must call
-        it at the same points (`callbacks.BleuEvaluator`, whose batches are
+        it at the same points (`callbacks.DevEvaluator`, whose batches are
         the same on every worker, asks it before and after each one).
         """
         return self._agree() is not None

@@ -68,6 +68,10 @@ class TrainingResult:
         checkpoint_dir: directory of the kept `ckpt-<step>.keras` files.
         dev_bleu: sacreBLEU on the dev sentences at the last evaluation,
             or None when BLEU was not evaluated.
+        dev_perplexity: the dev references' per-token perplexity at that
+            evaluation (`evaluation.perplexity`, Table 3's "PPL (dev)"), or
+            None when not evaluated or no dev pair fits the model's
+            `max_length`.
         tokens_per_second: target tokens per second of the last epoch.
         data_stats: the training split's `DataStats`.
     """
@@ -78,8 +82,28 @@ class TrainingResult:
     log_dir: str
     checkpoint_dir: str
     dev_bleu: float | None
+    dev_perplexity: float | None
     tokens_per_second: float | None
     data_stats: object
+
+
+def _dev_perplexity_scorer(model, tokenizer, sources, references):
+    """An `evaluation.PerplexityScorer` of the dev pairs, or None (with a
+    warning) when none fits the model; warns of the pairs left out."""
+    from keras_transformer import evaluation
+
+    try:
+        scorer = evaluation.PerplexityScorer(
+            model, tokenizer, sources, references
+        )
+    except ValueError as error:
+        logging.warning("No dev perplexity: %s", error)
+        return None
+    if scorer.stats.num_examples < scorer.stats.num_pairs:
+        logging.warning(
+            "Dev perplexity leaves pairs out: %s", scorer.stats.describe()
+        )
+    return scorer
 
 
 def compile_for_training(
@@ -208,7 +232,8 @@ def run_training(
         keep_checkpoints: checkpoints kept (paper averages 5 or 20).
         bleu_every_steps: dev-set BLEU every this many steps (a multiple of
             `steps_per_checkpoint`); 0 evaluates only at the end.
-        bleu_max_sentences: dev sentences translated for BLEU (0: none).
+        bleu_max_sentences: dev sentences translated for BLEU, whose
+            references' perplexity is also reported (0: neither).
         strategy: a strategy name (with `num_gpus`, see
             `distribution.create_strategy`) or a `tf.distribute.Strategy`.
         num_gpus: see `distribution.create_strategy`.
@@ -421,17 +446,21 @@ def run_training(
             ),
         ]
         if dev_pairs is not None:
-            dev_sources, dev_references = dev_pairs
+            dev_sources = dev_pairs[0][:bleu_max_sentences]
+            dev_references = dev_pairs[1][:bleu_max_sentences]
             translator = translator_lib.Translator(model, tokenizer)
-            bleu = callbacks_lib.BleuEvaluator(
+            bleu = callbacks_lib.DevEvaluator(
                 translator.translate,
-                dev_sources[:bleu_max_sentences],
-                dev_references[:bleu_max_sentences],
+                dev_sources,
+                dev_references,
                 tgt_lang,
                 every_steps=bleu_every_steps or train_steps,
                 final_step=train_steps,
                 interrupted=preemption.signalled_anywhere,
                 summary_dir=os.path.join(paths["log_dir"], "train"),
+                perplexity_fn=_dev_perplexity_scorer(
+                    model, tokenizer, dev_sources, dev_references
+                ),
             )
             run_callbacks.append(bleu)
         run_callbacks += [
@@ -492,6 +521,9 @@ def run_training(
             vocab_path=vocab_path,
             dev_bleu=bleu.last_scores.bleu
             if bleu and bleu.last_scores
+            else None,
+            dev_perplexity=bleu.last_perplexity.perplexity
+            if bleu and bleu.last_perplexity
             else None,
             tokens_per_second=rates[-1] if rates else None,
             data_stats=batches.stats,

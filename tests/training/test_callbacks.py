@@ -1,5 +1,7 @@
 """Tests of the training callbacks on a tiny compiled model."""
 
+import contextlib
+import io
 import os
 from unittest import mock
 
@@ -8,7 +10,7 @@ import numpy as np
 import tensorflow as tf
 from absl.testing import parameterized
 
-from keras_transformer import build_transformer
+from keras_transformer import build_transformer, evaluation
 from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training import trainer
 from keras_transformer.training.schedule import TransformerSchedule
@@ -43,9 +45,9 @@ def copy_translation(inputs):
 
 
 def perfect_bleu(every_steps, final_step, translate=copy_translation, **kwargs):
-    """A `BleuEvaluator` whose "translation" (`translate`) copies the input,
+    """A `DevEvaluator` whose "translation" (`translate`) copies the input,
     which is the reference."""
-    return callbacks_lib.BleuEvaluator(
+    return callbacks_lib.DevEvaluator(
         translate,
         [fixtures.PAIRS[0][1]],
         [fixtures.PAIRS[0][1]],
@@ -160,11 +162,32 @@ class CallbacksTest(TestCase):
             calls.append(len(inputs))
             return copy_translation(inputs)
 
-        bleu = perfect_bleu(every_steps=4, final_step=6, translate=translate)
-        _, history = self.fit([bleu])
+        model = compiled_model()
+
+        def perplexity():
+            # Called at the step scored: the step stands for the value.
+            step = callbacks_lib.current_step(model)
+            return evaluation.Perplexity(float(step), 7, stats=None)
+
+        bleu = perfect_bleu(
+            every_steps=4,
+            final_step=6,
+            translate=translate,
+            perplexity_fn=perplexity,
+        )
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            _, history = self.fit([bleu], model=model)
         self.assertEqual(calls, [1, 1])  # steps 4 and 6, not 2
         self.assertAlmostEqual(bleu.last_scores.bleu, 100.0)
         self.assertAllClose(history.history["bleu"], [100.0, 100.0])
+        self.assertEqual(history.history["perplexity"], [4.0, 6.0])
+        self.assertEqual(bleu.last_perplexity.perplexity, 6.0)
+        self.assertRegex(
+            printed.getvalue(),
+            r"step 6: dev BLEU 100.00 chrF 100.00, perplexity 6.000 "
+            r"\(7 target tokens\) \(1 sentences; ",
+        )
 
     def test_a_run_that_trained_no_epoch_is_scored_only_at_its_final_step(
         self,
@@ -197,7 +220,7 @@ class CallbacksTest(TestCase):
             calls.append(len(inputs))
             return copy_translation(inputs)
 
-        bleu = callbacks_lib.BleuEvaluator(
+        bleu = callbacks_lib.DevEvaluator(
             translate,
             sources,
             sources,
@@ -227,7 +250,7 @@ class CallbacksTest(TestCase):
 
     def test_bleu_needs_matching_references(self):
         with self.assertRaisesRegex(ValueError, "len\\(references\\)=0"):
-            callbacks_lib.BleuEvaluator(
+            callbacks_lib.DevEvaluator(
                 list, ["a"], [], "de", every_steps=1, final_step=1
             )
         # And a sentence: sacreBLEU of nothing is no score.
@@ -236,7 +259,7 @@ class CallbacksTest(TestCase):
             r"at least one. Received: len\(sources\)=0, "
             r"len\(references\)=0$",
         ):
-            callbacks_lib.BleuEvaluator(
+            callbacks_lib.DevEvaluator(
                 list, [], [], "de", every_steps=1, final_step=1
             )
 

@@ -13,6 +13,8 @@ import pytest
 import tensorflow as tf
 from absl.testing import parameterized
 
+from keras_transformer import evaluation
+from keras_transformer.data.tokenizer import SubwordTokenizer
 from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training import preemption
 from tests.data import fixtures
@@ -249,6 +251,23 @@ class PreemptionTest(TestCase):
         # Its final BLEU joins the curve (outside an epoch, whose logs
         # TensorBoard would write), once: a rerun of the rerun adds nothing.
         self.assertEqual(logged_steps(result.log_dir, "epoch_bleu"), [2, 6])
+        self.assertEqual(
+            logged_steps(result.log_dir, "epoch_perplexity"), [2, 6]
+        )
+        # The dev references' perplexity under the final model (the dev
+        # split is the fixture pairs, of which 2 are scored).
+        model = keras.saving.load_model(result.model_path)
+        dev_sources, dev_references = zip(*fixtures.PAIRS[:2])
+        self.assertAlmostEqual(
+            result.dev_perplexity,
+            evaluation.perplexity(
+                model,
+                SubwordTokenizer.from_file(result.vocab_path),
+                dev_sources,
+                dev_references,
+            ).perplexity,
+            places=5,
+        )
         run_tiny_training(folder, **settings)
         self.assertEqual(logged_steps(result.log_dir, "epoch_bleu"), [2, 6])
 

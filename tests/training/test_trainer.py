@@ -446,7 +446,7 @@ class TrainerTest(TestCase):
     @pytest.mark.slow
     def test_a_kill_before_the_backup_redoes_the_interval(self):
         folder = fixtures.tempdir(self)
-        evaluate = callbacks_lib.BleuEvaluator.on_epoch_end
+        evaluate = callbacks_lib.DevEvaluator.on_epoch_end
         bleu_steps = []
 
         def killed_at_4(evaluator, epoch, logs=None):
@@ -467,13 +467,13 @@ class TrainerTest(TestCase):
         }
         with (
             mock.patch.object(
-                callbacks_lib.BleuEvaluator, "on_epoch_end", killed_at_4
+                callbacks_lib.DevEvaluator, "on_epoch_end", killed_at_4
             ),
             self.assertRaisesRegex(KeyboardInterrupt, "step 4"),
         ):
             self.run_training(folder, **settings)
         with mock.patch.object(
-            callbacks_lib.BleuEvaluator, "on_epoch_end", recorded
+            callbacks_lib.DevEvaluator, "on_epoch_end", recorded
         ):
             result = self.run_training(folder, **settings)
         # The backup, written last, still held step 2: the rerun redid steps
@@ -617,6 +617,34 @@ class TrainerTest(TestCase):
             "tgt_lang='en' there, 'de' now",
         ):
             self.assertIn(difference, message)
+
+    def test_dev_perplexity_warns_of_the_pairs_it_leaves_out(self):
+        model = build_transformer(
+            tiny_config(vocab_size=fixtures.VOCAB_SIZE, max_length=40)
+        )
+        tokenizer = fixtures.tokenizer()
+        long_source = " ".join(source for source, _ in fixtures.PAIRS[:4])
+        with self.assertLogs("absl", "WARNING") as logs:
+            scorer = trainer._dev_perplexity_scorer(
+                model,
+                tokenizer,
+                [fixtures.PAIRS[0][0], long_source],
+                [fixtures.PAIRS[0][1], "Ja."],
+            )
+        self.assertEqual(scorer.stats.num_examples, 1)
+        (message,) = logs.output
+        self.assertIn(
+            "Dev perplexity leaves pairs out: 2 pairs read, 1 kept", message
+        )
+        # None fits: the run trains on without it, and says so.
+        with self.assertLogs("absl", "WARNING") as logs:
+            self.assertIsNone(
+                trainer._dev_perplexity_scorer(
+                    model, tokenizer, [long_source], ["Ja."]
+                )
+            )
+        (message,) = logs.output
+        self.assertIn("No dev perplexity: No pair can be scored", message)
 
     def test_dev_bleu_checks_its_target_language_before_the_data_is_read(
         self,
