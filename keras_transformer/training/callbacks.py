@@ -588,9 +588,9 @@ class DevEvaluator(keras.callbacks.Callback):
         )
         print(
             f"\nstep {step}: dev BLEU {self.last_scores.bleu:.2f} "
-            f"chrF {self.last_scores.chrf:.2f}{perplexity} "
+            f"chrF {self.last_scores.chrf:.2f} "
             f"({len(self.sources)} sentences; "
-            f"{self.last_scores.bleu_signature})",
+            f"{self.last_scores.bleu_signature}){perplexity}",
             flush=True,
         )
 
