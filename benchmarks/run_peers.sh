@@ -9,8 +9,9 @@
 # the ORDER below) and runs it; the harness's knobs (ONLY, FULL,
 # ROW_TIMEOUT, BENCH_OUT, VENV_<name>) pass through. The results go to
 # benchmarks/results/peers-<date>.jsonl unless BENCH_OUT names a file.
-# Our rows use this Python's environment (the one with keras_transformer
-# installed) unless VENV_ours is set. The peers' venvs come from the
+# Our rows use the venv of benchmarks/setup_venv.sh
+# (${VENV_ROOT:-/tmp}/bvenv-ours: the package alone, as each peer has its
+# own) unless VENV_ours names another. The peers' venvs come from the
 # harness's setup_venvs.sh.
 #
 # ORDER=grouped (the default) runs the rows workload by workload (every
@@ -26,7 +27,6 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 harness=$(cd "${1:-$here/../../shared/bench}" && pwd)
-python=${PYTHON:-python3}
 
 rounds=${ROUNDS:-1}
 if ! [[ $rounds =~ ^[1-9][0-9]*$ ]]; then
@@ -52,9 +52,10 @@ case ${ORDER:-grouped} in
               for (round = 0; round < rounds; round++) printf "%s", rows[order[i]] }' > "$plan" ;;
   *) echo "ORDER must be grouped or plan, not '$ORDER'" >&2; exit 2 ;;
 esac
-export VENV_ours=${VENV_ours:-$("$python" -c 'import sys; print(sys.prefix)')}
+export VENV_ours=${VENV_ours:-${VENV_ROOT:-/tmp}/bvenv-ours}
 "$VENV_ours/bin/python" -c 'import keras_transformer' || {
-  echo "keras_transformer is not installed in $VENV_ours: pip install -e ." >&2
+  echo "keras_transformer is not installed in $VENV_ours:" \
+    "run benchmarks/setup_venv.sh (or set VENV_ours to a venv with it)" >&2
   exit 1
 }
 ln -sf "$here/peer_row.py" "$link"

@@ -59,6 +59,8 @@ def main(argv, flag_values=FLAGS):
     from keras_transformer.visualization import attention
 
     try:
+        # Before the model loads: matplotlib is an optional dependency.
+        attention.pyplot()
         path = flag_values.model
         if os.path.isdir(path):
             if inference.export_path(path):
@@ -81,9 +83,16 @@ def main(argv, flag_values=FLAGS):
             maps, flag_values.layer, flag_values.output_dir
         ):
             print(output)
-    except (ValueError, OSError, TypeError, tf.errors.OpError) as error:
+    except (
+        ValueError,
+        OSError,
+        TypeError,
+        ImportError,
+        tf.errors.OpError,
+    ) as error:
         # User errors: one line, no traceback. The tf.errors come from an
-        # unreadable --vocab (missing, or a directory).
+        # unreadable --vocab (missing, or a directory); ImportError from a
+        # missing matplotlib.
         return fail("plot_attention", error)
     print("Translation:", " ".join(maps.target))
     return 0

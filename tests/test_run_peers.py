@@ -154,5 +154,5 @@ def test_our_environment_without_the_package_is_refused(tmp_path):
     done, _ = run_peers(tmp_path, installed=False)
     assert done.returncode == 1
     assert "keras_transformer is not installed in" in done.stderr
-    assert "pip install -e ." in done.stderr
+    assert "run benchmarks/setup_venv.sh" in done.stderr
     assert not os.path.lexists(link(tmp_path))

@@ -134,6 +134,27 @@ def layer_number(num_layers: int, layer: int) -> int:
     return layer if layer > 0 else num_layers + 1 + layer
 
 
+def pyplot():
+    """matplotlib's `pyplot` on the Agg backend (files only, no display).
+
+    Raises:
+        ImportError: without matplotlib, an optional dependency (the `plot`
+            extra), naming the command that installs it.
+    """
+    try:
+        import matplotlib
+    except ImportError as error:
+        raise ImportError(
+            "Attention plots need matplotlib, an optional dependency of "
+            "keras-transformer-nmt: pip install 'keras-transformer-nmt[plot]' "
+            "(or pip install matplotlib)."
+        ) from error
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    return plt
+
+
 def plot_heads(maps: AttentionMaps, kind: str, layer: int, path: str):
     """Saves one PNG with a heat map per head of one layer.
 
@@ -150,11 +171,7 @@ def plot_heads(maps: AttentionMaps, kind: str, layer: int, path: str):
     Raises:
         ValueError: for an unknown kind or a layer out of range.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
+    plt = pyplot()
     if kind not in KINDS:
         raise ValueError(
             f"`kind` must be one of {sorted(KINDS)}. Received: kind={kind!r}"

@@ -5,6 +5,8 @@ import contextlib
 import io
 import os
 import re
+import sys
+from unittest import mock
 
 import numpy as np
 from absl import flags
@@ -159,6 +161,33 @@ class AttentionMapsTest(TestCase):
 
 
 class PlotAttentionCommandTest(TestCase):
+    def run_command(self, *args):
+        """`plot_attention` with flags `args`: (status, stderr)."""
+        stderr = io.StringIO()
+        flag_values = flags.FlagValues()
+        plot_attention.define_flags(flag_values)
+        flag_values(["plot_attention", *args])
+        with contextlib.redirect_stderr(stderr):
+            status = plot_attention.main(["plot_attention"], flag_values)
+        return status, stderr.getvalue()
+
+    def test_without_matplotlib_names_the_extra_before_loading_the_model(
+        self,
+    ):
+        # An optional dependency; the model path does not exist, and is
+        # not the error.
+        with mock.patch.dict(sys.modules, {"matplotlib": None}):
+            status, stderr = self.run_command(
+                "--model=/nonexistent/model.keras", "--sentence=Hello ."
+            )
+        self.assertEqual(status, 1)
+        self.assertEqual(
+            stderr,
+            "plot_attention: error: Attention plots need matplotlib, an "
+            "optional dependency of keras-transformer-nmt: pip install "
+            "'keras-transformer-nmt[plot]' (or pip install matplotlib).\n",
+        )
+
     def test_a_saved_model_is_named_not_a_missing_model_keras(self):
         # It used to say "No model file at ... /1/model.keras".
         folder = fixtures.tempdir(self)
@@ -166,17 +195,12 @@ class PlotAttentionCommandTest(TestCase):
         os.makedirs(version)
         fixtures.write(os.path.join(version, "saved_model.pb"), b"")
         for model in (os.path.join(folder, "transformer"), version):
-            stderr = io.StringIO()
-            flag_values = flags.FlagValues()
-            plot_attention.define_flags(flag_values)
-            flag_values(
-                ["plot_attention", f"--model={model}", "--sentence=Hello ."]
+            status, stderr = self.run_command(
+                f"--model={model}", "--sentence=Hello ."
             )
-            with contextlib.redirect_stderr(stderr):
-                status = plot_attention.main(["plot_attention"], flag_values)
             self.assertEqual(status, 1)
             self.assertRegex(
-                stderr.getvalue(),
+                stderr,
                 "^plot_attention: error: plot_attention reads the Keras model.*"
                 f"a SavedModel export.*Received: model={re.escape(model)}\n$",
             )
