@@ -344,8 +344,8 @@ def perplexity(
 
 class PerplexityScorer:
     """`perplexity` of fixed pairs, again and again as the weights change
-    (a dev set during training): the pairs are tokenized and batched, and
-    the model's loss traced, once.
+    (a dev set during training): the pairs are tokenized and batched once,
+    and the model's loss is traced once, at the first call.
 
     Args:
         As `perplexity`'s.
@@ -398,7 +398,8 @@ class PerplexityScorer:
             deterministic=True,
         )
 
-        @tf.function(reduce_retracing=True)
+        # Every batch's shape: traced once.
+        @tf.function(input_signature=list(self._batches.element_spec))
         def summed_loss(features, labels):
             logits = model(features, training=False)
             per_token = losses.smoothed_token_losses(labels, logits, 0.0)

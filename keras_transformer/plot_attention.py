@@ -9,6 +9,8 @@ self-attention) and `cross_layer<L>.png` (encoder-decoder attention), one
 heat map per head with the subword pieces on the axes, for the model's own
 beam-search translation. Layers are numbered from 1 (bottom) to N, as in the
 paper's figures: `--layer`, L in the file names and the figure titles agree.
+It needs matplotlib, an optional dependency: pip install
+'keras-transformer-nmt[plot]'.
 """
 
 import os
@@ -61,6 +63,9 @@ def main(argv, flag_values=FLAGS):
     try:
         # Before the model loads: matplotlib is an optional dependency.
         attention.pyplot()
+    except ImportError as error:
+        return fail("plot_attention", error)
+    try:
         path = flag_values.model
         if os.path.isdir(path):
             if inference.export_path(path):
@@ -83,16 +88,9 @@ def main(argv, flag_values=FLAGS):
             maps, flag_values.layer, flag_values.output_dir
         ):
             print(output)
-    except (
-        ValueError,
-        OSError,
-        TypeError,
-        ImportError,
-        tf.errors.OpError,
-    ) as error:
+    except (ValueError, OSError, TypeError, tf.errors.OpError) as error:
         # User errors: one line, no traceback. The tf.errors come from an
-        # unreadable --vocab (missing, or a directory); ImportError from a
-        # missing matplotlib.
+        # unreadable --vocab (missing, or a directory).
         return fail("plot_attention", error)
     print("Translation:", " ".join(maps.target))
     return 0

@@ -582,7 +582,9 @@ class DevEvaluator(keras.callbacks.Callback):
                 logs["perplexity"] = self.last_perplexity.perplexity
         perplexity = (
             f", perplexity {self.last_perplexity.perplexity:.3f} "
-            f"({self.last_perplexity.num_tokens} target tokens)"
+            f"({self.last_perplexity.stats.num_examples} of "
+            f"{self.last_perplexity.stats.num_pairs} pairs, "
+            f"{self.last_perplexity.num_tokens} target tokens)"
             if self.last_perplexity
             else ""
         )

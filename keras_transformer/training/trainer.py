@@ -431,7 +431,7 @@ def run_training(
         preemption = preemption_lib.SaveOnPreemption(
             backup, strategy_obj, last_step=train_steps
         )
-        bleu = None
+        dev_evaluator = None
         # In this order at each interval's end: the logs, the checkpoint, BLEU
         # (into the logs), TensorBoard, and then the backup, which moves the
         # resume point past the interval only once all of it is written; after
@@ -449,7 +449,7 @@ def run_training(
             dev_sources = dev_pairs[0][:bleu_max_sentences]
             dev_references = dev_pairs[1][:bleu_max_sentences]
             translator = translator_lib.Translator(model, tokenizer)
-            bleu = callbacks_lib.DevEvaluator(
+            dev_evaluator = callbacks_lib.DevEvaluator(
                 translator.translate,
                 dev_sources,
                 dev_references,
@@ -462,7 +462,7 @@ def run_training(
                     model, tokenizer, dev_sources, dev_references
                 ),
             )
-            run_callbacks.append(bleu)
+            run_callbacks.append(dev_evaluator)
         run_callbacks += [
             callbacks_lib.StepTensorBoard(paths["log_dir"]),
             backup,
@@ -519,11 +519,11 @@ def run_training(
         return TrainingResult(
             step=step,
             vocab_path=vocab_path,
-            dev_bleu=bleu.last_scores.bleu
-            if bleu and bleu.last_scores
+            dev_bleu=dev_evaluator.last_scores.bleu
+            if dev_evaluator and dev_evaluator.last_scores
             else None,
-            dev_perplexity=bleu.last_perplexity.perplexity
-            if bleu and bleu.last_perplexity
+            dev_perplexity=dev_evaluator.last_perplexity.perplexity
+            if dev_evaluator and dev_evaluator.last_perplexity
             else None,
             tokens_per_second=rates[-1] if rates else None,
             data_stats=batches.stats,

@@ -11,6 +11,7 @@ import tensorflow as tf
 from absl.testing import parameterized
 
 from keras_transformer import build_transformer, evaluation
+from keras_transformer.data import pipeline
 from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training import trainer
 from keras_transformer.training.schedule import TransformerSchedule
@@ -167,7 +168,8 @@ class CallbacksTest(TestCase):
         def perplexity():
             # Called at the step scored: the step stands for the value.
             step = callbacks_lib.current_step(model)
-            return evaluation.Perplexity(float(step), 7, stats=None)
+            stats = pipeline.DataStats(1, 0, 0, 1, 6, 6)
+            return evaluation.Perplexity(float(step), 7, stats)
 
         bleu = perfect_bleu(
             every_steps=4,
@@ -186,7 +188,7 @@ class CallbacksTest(TestCase):
         self.assertRegex(
             printed.getvalue(),
             r"step 6: dev BLEU 100.00 chrF 100.00 \(1 sentences; .*\), "
-            r"perplexity 6.000 \(7 target tokens\)\n",
+            r"perplexity 6.000 \(1 of 1 pairs, 7 target tokens\)\n",
         )
 
     def test_a_run_that_trained_no_epoch_is_scored_only_at_its_final_step(

@@ -269,7 +269,8 @@ class PreemptionTest(TestCase):
             places=5,
         )
         run_tiny_training(folder, **settings)
-        self.assertEqual(logged_steps(result.log_dir, "epoch_bleu"), [2, 6])
+        for tag in ("epoch_bleu", "epoch_perplexity"):
+            self.assertEqual(logged_steps(result.log_dir, tag), [2, 6])
 
     @pytest.mark.slow
     def test_during_an_intervals_checkpoint_stops_once_it_is_saved(self):
