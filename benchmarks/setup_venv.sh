@@ -15,5 +15,9 @@ if [ ! -x "$dir/bin/python" ]; then
   "${PYTHON:-python3.11}" -m venv "$dir"
 fi
 "$dir/bin/pip" install -q -e "$here/.."
-"$dir/bin/python" -c 'import keras_transformer' 2>/dev/null
+if ! out=$("$dir/bin/python" -c 'import keras_transformer' 2>&1); then
+  echo "$out" >&2
+  echo "keras_transformer does not import in $dir (above)" >&2
+  exit 1
+fi
 echo "ready: $dir"
