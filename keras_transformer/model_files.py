@@ -12,6 +12,8 @@ import tensorflow as tf
 from keras_transformer.model import Transformer
 
 MODEL_FILE = "model.keras"
+# The model of the highest dev BLEU (`callbacks.KeepBestModel`).
+BEST_MODEL_FILE = "best_model.keras"
 VOCAB_FILE = "vocab.model"
 
 # The first bytes of a `.keras` file (a zip archive).

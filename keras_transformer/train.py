@@ -141,7 +141,8 @@ def define_flags(flag_values=FLAGS):
     flags.DEFINE_integer(
         "bleu_every_steps",
         0,
-        "Dev BLEU and perplexity every N steps (0: at the end only).",
+        "Dev BLEU and perplexity every N steps, keeping the model of the "
+        "best BLEU as best_model.keras (0: at the end only).",
         lower_bound=0,
         **fv,
     )
@@ -421,6 +422,11 @@ def main(argv, flag_values=FLAGS):
         print(f"Dev BLEU: {result.dev_bleu:.2f}")
     if result.dev_perplexity is not None:
         print(f"Dev perplexity: {result.dev_perplexity:.3f}")
+    if result.best_model_path is not None:
+        print(
+            f"Best dev BLEU: {result.best_dev_bleu:.2f} at step "
+            f"{result.best_step}: {result.best_model_path}"
+        )
     print(f"TensorBoard: tensorboard --logdir={result.log_dir}")
     return 0
 

@@ -230,6 +230,9 @@ class TrainFlagsTest(TestCase):
             checkpoint_dir="/run/checkpoints",
             dev_bleu=27.346,
             dev_perplexity=4.12345,
+            best_model_path="/run/best_model.keras",
+            best_step=30,
+            best_dev_bleu=28.004,
             tokens_per_second=1000.0,
             data_stats=mock.Mock(describe=lambda: "24 pairs"),
         )
@@ -248,6 +251,7 @@ class TrainFlagsTest(TestCase):
             "Trained to step 40: /run/model.keras\n"
             "Dev BLEU: 27.35\n"
             "Dev perplexity: 4.123\n"
+            "Best dev BLEU: 28.00 at step 30: /run/best_model.keras\n"
             "TensorBoard: tensorboard --logdir=/run/logs\n",
         )
 

@@ -7,7 +7,11 @@ import tensorflow as tf
 
 from keras_transformer import files
 from keras_transformer.model import Transformer
-from keras_transformer.model_files import MODEL_FILE, load_model
+from keras_transformer.model_files import (
+    BEST_MODEL_FILE,
+    MODEL_FILE,
+    load_model,
+)
 from keras_transformer.training.callbacks import (
     CHECKPOINT_DIR,
     list_checkpoints,
@@ -106,9 +110,10 @@ def check_output(output: str, model_dir: str) -> None:
     Raises:
         ValueError: if `output` does not end in ".keras" (what evaluation
             and export read), is a directory, its directory does not exist or
-            is not writable, or it is one of the run's checkpoints or its
+            is not writable, or it is one of the run's checkpoints, its
             final model (`model.keras`, what translate, evaluate and export
-            read from the run's directory).
+            read from the run's directory) or its best model
+            (`best_model.keras`).
     """
     problem = None
     folder = os.path.dirname(files.absolute(output))
@@ -131,11 +136,12 @@ def check_output(output: str, model_dir: str) -> None:
             problem = (
                 "must not be one of the run's checkpoints (it would replace it)"
             )
-        elif files.same_file(output, os.path.join(model_dir, MODEL_FILE)):
-            problem = (
-                f"must not be the run's final model ({MODEL_FILE}, which it "
-                "would replace); write the average beside it, e.g. "
-                f"{os.path.join(model_dir, 'averaged.keras')}"
-            )
+        for name, model in ((MODEL_FILE, "final"), (BEST_MODEL_FILE, "best")):
+            if files.same_file(output, os.path.join(model_dir, name)):
+                problem = (
+                    f"must not be the run's {model} model ({name}, which it "
+                    "would replace); write the average beside it, e.g. "
+                    f"{os.path.join(model_dir, 'averaged.keras')}"
+                )
     if problem:
         raise ValueError(f"`output` {problem}. Received: output={output}")

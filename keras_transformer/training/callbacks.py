@@ -8,6 +8,7 @@ NaN or infinite, or whose last update left non-finite weights.
 """
 
 import contextlib
+import json
 import os
 import re
 import time
@@ -470,6 +471,7 @@ class DevEvaluator(keras.callbacks.Callback):
         last_scores: the `evaluation.Scores` of the last evaluation, or
             None.
         last_perplexity: its `evaluation.Perplexity`, or None.
+        last_step: the step it scored, or None.
     """
 
     def __init__(
@@ -502,7 +504,7 @@ class DevEvaluator(keras.callbacks.Callback):
         self.perplexity_fn = perplexity_fn
         self.last_scores = None
         self.last_perplexity = None
-        self._last_evaluated = None
+        self.last_step = None
         self._trained = False
 
     def on_train_begin(self, logs=None):
@@ -512,7 +514,7 @@ class DevEvaluator(keras.callbacks.Callback):
         self._trained = True
         step = current_step(self.model)
         due = step % self.every_steps == 0 or step >= self.final_step
-        if not due or step == self._last_evaluated:
+        if not due or step == self.last_step:
             return
         if self.model.stop_training:
             # A stopped run (a signal, a NaN) saves first: translating can
@@ -532,7 +534,7 @@ class DevEvaluator(keras.callbacks.Callback):
         self._evaluate(step, logs)
         if (
             self.summary_dir
-            and self._last_evaluated == step
+            and self.last_step == step
             # Not again for a run that scored it (a rerun of a rerun).
             and step not in logged_steps(self.summary_dir, "epoch_bleu")
         ):
@@ -574,7 +576,7 @@ class DevEvaluator(keras.callbacks.Callback):
         self.last_perplexity = (
             self.perplexity_fn() if self.perplexity_fn else None
         )
-        self._last_evaluated = step
+        self.last_step = step
         if logs is not None:
             logs["bleu"] = self.last_scores.bleu
             logs["chrf"] = self.last_scores.chrf
@@ -595,6 +597,79 @@ class DevEvaluator(keras.callbacks.Callback):
             f"{self.last_scores.bleu_signature}){perplexity}",
             flush=True,
         )
+
+
+class KeepBestModel(keras.callbacks.Callback):
+    """Saves the model of the highest dev BLEU so far as `path`, and its
+    scores beside it in `<path without .keras>.json`.
+
+    The paper averages the last checkpoints (section 6.1); the model of the
+    best dev BLEU is the other usual pick (OpenNMT-tf's `export_on_best`,
+    TF Model Garden's best checkpoint exporter). Run after `evaluator` at
+    each interval's end (and at the end of training, where the rerun of a
+    finished run scores its final model), it compares every step that
+    `evaluator` scored; a tie keeps the earlier model. A resumed run goes
+    on from the record: a redone interval's step scores the same and is not
+    saved again.
+
+    Args:
+        evaluator: the run's `DevEvaluator`.
+        path: the `.keras` file of the best model.
+
+    Attributes:
+        best: the record of the saved model (`step`, `bleu`, `chrf`,
+            `perplexity` or None, `sentences`, `bleu_signature`), or None.
+    """
+
+    def __init__(self, evaluator: DevEvaluator, path: str):
+        super().__init__()
+        self.evaluator = evaluator
+        self.path = path
+        self.record_path = os.path.splitext(path)[0] + ".json"
+        self.best = None
+        self._considered = None
+
+    def on_train_begin(self, logs=None):
+        # A record without its model (deleted since) is no best to keep.
+        self.best = None
+        if tf.io.gfile.exists(self.record_path) and tf.io.gfile.exists(
+            self.path
+        ):
+            with tf.io.gfile.GFile(self.record_path) as file:
+                self.best = json.load(file)
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._consider()
+
+    def on_train_end(self, logs=None):
+        self._consider()
+
+    def _consider(self):
+        step, scores = self.evaluator.last_step, self.evaluator.last_scores
+        if step is None or step == self._considered:
+            return
+        self._considered = step
+        if self.best is not None and scores.bleu <= self.best["bleu"]:
+            return
+        perplexity = self.evaluator.last_perplexity
+        record = {
+            "step": step,
+            "bleu": scores.bleu,
+            "chrf": scores.chrf,
+            "perplexity": perplexity.perplexity if perplexity else None,
+            "sentences": len(self.evaluator.sources),
+            "bleu_signature": scores.bleu_signature,
+        }
+        # The model first: a record never names a step whose model is not
+        # there (a kill between the two leaves the model of a step that the
+        # resumed run scores again, and saves again if it is still best).
+        save_model(self.model, self.path)
+        with (
+            files.written_aside(self.record_path) as partial,
+            tf.io.gfile.GFile(partial, "w") as file,
+        ):
+            file.write(json.dumps(record, indent=2))
+        self.best = record
 
 
 class _Interrupted(Exception):

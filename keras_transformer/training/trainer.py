@@ -72,6 +72,11 @@ class TrainingResult:
             evaluation (`evaluation.perplexity`, Table 3's "PPL (dev)"), or
             None when not evaluated or no dev pair fits the model's
             `max_length`.
+        best_model_path: the `.keras` model of the highest dev BLEU
+            (`callbacks.KeepBestModel`, its scores in the `.json` beside
+            it), or None when BLEU is scored only at the end.
+        best_step: that model's step, or None.
+        best_dev_bleu: its dev BLEU, or None.
         tokens_per_second: target tokens per second of the last epoch.
         data_stats: the training split's `DataStats`.
     """
@@ -83,6 +88,9 @@ class TrainingResult:
     checkpoint_dir: str
     dev_bleu: float | None
     dev_perplexity: float | None
+    best_model_path: str | None
+    best_step: int | None
+    best_dev_bleu: float | None
     tokens_per_second: float | None
     data_stats: object
 
@@ -231,7 +239,9 @@ def run_training(
             checks.
         keep_checkpoints: checkpoints kept (paper averages 5 or 20).
         bleu_every_steps: dev-set BLEU every this many steps (a multiple of
-            `steps_per_checkpoint`); 0 evaluates only at the end.
+            `steps_per_checkpoint`), keeping the model of the best as
+            `best_model.keras` (`callbacks.KeepBestModel`); 0 evaluates only
+            at the end.
         bleu_max_sentences: dev sentences translated for BLEU, whose
             references' perplexity is also reported (0: neither).
         strategy: a strategy name (with `num_gpus`, see
@@ -431,11 +441,11 @@ def run_training(
         preemption = preemption_lib.SaveOnPreemption(
             backup, strategy_obj, last_step=train_steps
         )
-        dev_evaluator = None
+        dev_evaluator = best_model = None
         # In this order at each interval's end: the logs, the checkpoint, BLEU
-        # (into the logs), TensorBoard, and then the backup, which moves the
-        # resume point past the interval only once all of it is written; after
-        # it, a stop for a signal that came meanwhile.
+        # (into the logs), the best model, TensorBoard, and then the backup,
+        # which moves the resume point past the interval only once all of it
+        # is written; after it, a stop for a signal that came meanwhile.
         run_callbacks = [
             nan_stop,
             callbacks_lib.ThroughputLogger(),
@@ -463,6 +473,13 @@ def run_training(
                 ),
             )
             run_callbacks.append(dev_evaluator)
+            if bleu_every_steps:
+                # Scored at the end only, the best model is the final one.
+                best_model = callbacks_lib.KeepBestModel(
+                    dev_evaluator,
+                    os.path.join(write_dir, model_files.BEST_MODEL_FILE),
+                )
+                run_callbacks.append(best_model)
         run_callbacks += [
             callbacks_lib.StepTensorBoard(paths["log_dir"]),
             backup,
@@ -516,6 +533,7 @@ def run_training(
             # Also at the last step: the rerun scores and saves the final model.
             raise preemption.stopped
         step = callbacks_lib.current_step(model)
+        best = best_model.best if best_model else None
         return TrainingResult(
             step=step,
             vocab_path=vocab_path,
@@ -525,6 +543,9 @@ def run_training(
             dev_perplexity=dev_evaluator.last_perplexity.perplexity
             if dev_evaluator and dev_evaluator.last_perplexity
             else None,
+            best_model_path=best_model.path if best else None,
+            best_step=best["step"] if best else None,
+            best_dev_bleu=best["bleu"] if best else None,
             tokens_per_second=rates[-1] if rates else None,
             data_stats=batches.stats,
             **paths,

@@ -118,6 +118,7 @@ class AveragingTest(TestCase):
             # The run's final model, which translate and export read: it
             # was replaced silently.
             ("model.keras", "must not be the run's final model (model.keras"),
+            ("best_model.keras", "must not be the run's best model (best_"),
             # Renamed onto only after the averaging: it failed then.
             ("folder.keras", "is a directory; name the .keras file to write"),
         ):

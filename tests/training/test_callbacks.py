@@ -2,6 +2,7 @@
 
 import contextlib
 import io
+import json
 import os
 from unittest import mock
 
@@ -249,6 +250,67 @@ class CallbacksTest(TestCase):
         self.fit([bleu], epochs=1)
         self.assertEqual(calls, [32, 32, 6])
         self.assertAlmostEqual(bleu.last_scores.bleu, 100.0)
+
+    def test_keeps_the_model_of_the_best_bleu_through_reruns(self):
+        folder = fixtures.tempdir(self)
+        path = os.path.join(folder, "best_model.keras")
+        reference = fixtures.PAIRS[0][1]  # "Die Katze schläft auf dem Sofa."
+        model = compiled_model()
+        # The dev "translation" at each step: BLEU 100 at steps 4, 8 and 12,
+        # less at the others (0 for "Sofa").
+        short = reference.rsplit(" ", 1)[0]
+        by_step = {2: short, 4: reference, 6: "Sofa", 8: reference}
+        by_step.update({10: "Sofa", 12: reference, 14: short, 16: "Sofa"})
+
+        def translate(inputs):
+            step = callbacks_lib.current_step(model)
+            return {"outputs": tf.constant([by_step[step]] * len(inputs))}
+
+        weights, saved = {}, []
+        save_model = callbacks_lib.save_model
+
+        def save(saved_model, saved_path):
+            saved.append(callbacks_lib.current_step(saved_model))
+            save_model(saved_model, saved_path)
+
+        class KeepWeights(keras.callbacks.Callback):
+            def on_epoch_end(self, epoch, logs=None):
+                weights[callbacks_lib.current_step(model)] = model.get_weights()
+
+        def run(epochs):
+            evaluator = perfect_bleu(
+                every_steps=2, final_step=100, translate=translate
+            )
+            keeper = callbacks_lib.KeepBestModel(evaluator, path)
+            with mock.patch.object(callbacks_lib, "save_model", save):
+                self.fit([evaluator, keeper, KeepWeights()], epochs, model)
+            return keeper
+
+        keeper = run(epochs=4)  # steps 2, 4, 6, 8
+        self.assertEqual(saved, [2, 4])  # Not 8: a tie keeps the earlier.
+        with open(os.path.join(folder, "best_model.json")) as file:
+            record = json.load(file)
+        self.assertEqual(record, keeper.best)
+        self.assertEqual(record["step"], 4)
+        self.assertAlmostEqual(record["bleu"], 100.0)
+        self.assertEqual(record["sentences"], 1)
+        self.assertIsNone(record["perplexity"])
+        self.assertStartsWith(record["bleu_signature"], "nrefs:1|")
+        best = keras.models.load_model(path)
+        for loaded, kept in zip(best.get_weights(), weights[4], strict=True):
+            self.assertAllEqual(loaded, kept)
+        self.assertNotAllClose(weights[4][0], weights[8][0])
+        # A rerun (a resumed run) goes on from the record: 100 at step 12
+        # is no better.
+        keeper = run(epochs=2)  # steps 10, 12
+        self.assertEqual(saved, [2, 4])
+        self.assertEqual(keeper.best, record)
+        # A record whose model was deleted is no best to keep.
+        os.remove(path)
+        keeper = run(epochs=2)  # steps 14, 16
+        self.assertEqual(saved, [2, 4, 14])
+        self.assertEqual(keeper.best["step"], 14)
+        self.assertLess(keeper.best["bleu"], 100.0)
 
     def test_bleu_needs_matching_references(self):
         with self.assertRaisesRegex(ValueError, "len\\(references\\)=0"):

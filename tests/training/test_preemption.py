@@ -4,6 +4,7 @@ saved there, and a rerun that goes on as if never stopped."""
 import contextlib
 import io
 import os
+import re
 import signal
 from unittest import mock
 
@@ -214,7 +215,7 @@ class PreemptionTest(TestCase):
             "at step 4,", folder, extra_callbacks=(SignalDuring(4),), **settings
         )
         # Translating the dev set could outlast the grace period.
-        self.assertIn("step 2: dev BLEU", printed)
+        bleu_at_2 = float(re.search(r"step 2: dev BLEU ([\d.]+)", printed)[1])
         self.assertNotIn("step 4: dev BLEU", printed)
         checkpoint_dir = os.path.join(folder, "run", "checkpoints")
         self.assertEqual(
@@ -268,6 +269,24 @@ class PreemptionTest(TestCase):
             ).perplexity,
             places=5,
         )
+        # The best of the two scored steps (the earlier one on a tie) is
+        # the model of its step's checkpoint.
+        self.assertEqual(
+            (result.best_step, round(result.best_dev_bleu, 2)),
+            (6, round(result.dev_bleu, 2))
+            if round(result.dev_bleu, 2) > bleu_at_2
+            else (2, bleu_at_2),
+        )
+        best = keras.saving.load_model(result.best_model_path)
+        kept = keras.saving.load_model(
+            callbacks_lib.checkpoint_path(
+                result.checkpoint_dir, result.best_step
+            )
+        )
+        for best_weight, kept_weight in zip(
+            best.get_weights(), kept.get_weights(), strict=True
+        ):
+            self.assertAllEqual(best_weight, kept_weight)
         run_tiny_training(folder, **settings)
         for tag in ("epoch_bleu", "epoch_perplexity"):
             self.assertEqual(logged_steps(result.log_dir, tag), [2, 6])

@@ -284,6 +284,11 @@ class TrainerTest(TestCase):
         )
         self.assertEqual(again.step, 8)
         self.assertIsNotNone(again.dev_bleu)
+        # Scored at the end only: the best model would be the final one.
+        self.assertIsNone(again.best_model_path)
+        self.assertFalse(
+            os.path.exists(os.path.join(folder, "run", "best_model.keras"))
+        )
         # Nor can a rerun change what the saved weights and vocabulary fit.
         with self.assertRaisesRegex(ValueError, "num_layers=1 there, 2 now"):
             self.run_training(folder, tiny_config(num_layers=2), train_steps=8)
