@@ -13,6 +13,7 @@ from unittest import mock
 import numpy as np
 import pytest
 import tensorflow as tf
+from tensorflow.python.framework import kernels
 
 from keras_transformer import inference, serving, tokens, warmup
 from keras_transformer.data.tokenizer import train_subword_vocab
@@ -66,6 +67,42 @@ print(json.dumps({
     "blocked_imports": BlockProject.attempts,
 }))
 """
+
+
+def cpu_only_ops(library, names) -> set:
+    """The ops of the functions `names` of `library` (a SavedModel's
+    functions by name), and of the functions they call, that no GPU kernel
+    of this TensorFlow build takes with their types."""
+    found, seen, pending = set(), set(), list(names)
+    while pending:
+        name = pending.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        for node in library[name].node_def:
+            called = [value.func.name for value in node.attr.values()]
+            called += [f.name for v in node.attr.values() for f in v.list.func]
+            pending += [n for n in called + [node.op] if n in library]
+            if node.op not in library and not _has_gpu_kernel(node):
+                found.add(node.op)
+    return found
+
+
+def _has_gpu_kernel(node) -> bool:
+    for kernel in kernels.get_registered_kernels_for_op(node.op).kernel:
+        if kernel.device_type in ("GPU", "DEFAULT") and all(
+            _type_allowed(node.attr.get(c.name), c.allowed_values.list.type)
+            for c in kernel.constraint
+        ):
+            return True
+    return False
+
+
+def _type_allowed(value, allowed) -> bool:
+    if value is None or not allowed:
+        return True
+    types = list(value.list.type) if value.HasField("list") else [value.type]
+    return all(t in allowed for t in types)
 
 
 def run(args):
@@ -493,6 +530,37 @@ class ExportTest(TestCase):
         loaded = serving.load_exported(self.path)
         text = loaded.translate(tf.constant(SENTENCES))
         self.assertAllClose(text["scores"], self.expected["scores"])
+
+    def test_decoding_loops_have_gpu_kernels_for_every_op(self):
+        # The search loops run on TensorFlow's single-threaded executor
+        # (`decoding/loop.py`), which refuses a partitioned function: on a
+        # GPU server, one op of a loop without a GPU kernel for its types
+        # would be placed on the CPU and fail every request. Checked
+        # against the kernels this TensorFlow build registers for GPUs.
+        library = {
+            function.signature.name: function
+            for graph in serving.read_saved_model(self.path).meta_graphs
+            for function in graph.graph_def.library.function
+        }
+        loops = {
+            value.func.name
+            for function in library.values()
+            for node in function.node_def
+            if node.op in ("While", "StatelessWhile")
+            for value in node.attr.values()
+            if value.func.attr["_executor"].s == b"SINGLE_THREADED_EXECUTOR"
+        }
+        # The cond and body of each function's two searches.
+        self.assertNotEmpty(loops)
+        self.assertEqual(len(loops) % 4, 0)
+        self.assertEqual(
+            sorted(cpu_only_ops(library, loops)), [], "ops without GPU kernel"
+        )
+        # It finds what it looks for: the tokenization's string ops.
+        self.assertContainsSubset(
+            {"StringLength", "Substr"},
+            cpu_only_ops(library, set(library)),
+        )
 
     def test_tensorflow_text_is_loaded_only_for_exports_that_use_it(self):
         ids_only = tf.Module()
