@@ -13,7 +13,6 @@ from unittest import mock
 import numpy as np
 import pytest
 import tensorflow as tf
-from tensorflow.python.framework import kernels
 
 from keras_transformer import inference, serving, tokens, warmup
 from keras_transformer.data.tokenizer import train_subword_vocab
@@ -21,6 +20,7 @@ from keras_transformer.decoding.translator import Translator
 from keras_transformer.training import averaging
 from tests.data import fixtures
 from tests.decoding.test_translator import tiny_model
+from tests.gpu_kernels import cpu_only_ops
 from tests.test_case import TestCase
 
 SENTENCES = ["The cat sleeps on the sofa.", "", "I like green tea."]
@@ -67,42 +67,6 @@ print(json.dumps({
     "blocked_imports": BlockProject.attempts,
 }))
 """
-
-
-def cpu_only_ops(library, names) -> set:
-    """The ops of the functions `names` of `library` (a SavedModel's
-    functions by name), and of the functions they call, that no GPU kernel
-    of this TensorFlow build takes with their types."""
-    found, seen, pending = set(), set(), list(names)
-    while pending:
-        name = pending.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        for node in library[name].node_def:
-            called = [value.func.name for value in node.attr.values()]
-            called += [f.name for v in node.attr.values() for f in v.list.func]
-            pending += [n for n in called + [node.op] if n in library]
-            if node.op not in library and not _has_gpu_kernel(node):
-                found.add(node.op)
-    return found
-
-
-def _has_gpu_kernel(node) -> bool:
-    for kernel in kernels.get_registered_kernels_for_op(node.op).kernel:
-        if kernel.device_type in ("GPU", "DEFAULT") and all(
-            _type_allowed(node.attr.get(c.name), c.allowed_values.list.type)
-            for c in kernel.constraint
-        ):
-            return True
-    return False
-
-
-def _type_allowed(value, allowed) -> bool:
-    if value is None or not allowed:
-        return True
-    types = list(value.list.type) if value.HasField("list") else [value.type]
-    return all(t in allowed for t in types)
 
 
 def run(args):
@@ -559,7 +523,7 @@ class ExportTest(TestCase):
         # It finds what it looks for: the tokenization's string ops.
         self.assertContainsSubset(
             {"StringLength", "Substr"},
-            cpu_only_ops(library, set(library)),
+            cpu_only_ops(library, library),
         )
 
     def test_tensorflow_text_is_loaded_only_for_exports_that_use_it(self):

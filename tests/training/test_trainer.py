@@ -35,6 +35,7 @@ from keras_transformer.training import (
 from keras_transformer.training import callbacks as callbacks_lib
 from keras_transformer.training.schedule import TransformerSchedule
 from tests.data import fixtures
+from tests.gpu_kernels import cpu_only_ops
 from tests.test_case import TestCase, eight_replica_strategy
 
 VOCAB = 50
@@ -1273,6 +1274,37 @@ class TrainerTest(TestCase):
         )
         moved = [np.any(a != b) for a, b in zip(before, model.get_weights())]
         self.assertGreater(sum(moved), len(moved) // 2)
+
+    @parameterized.parameters("float32", "mixed_bfloat16", "mixed_float16")
+    def test_training_step_has_gpu_kernels_for_every_op(self, policy):
+        # Without XLA, an op that no GPU kernel takes for its types would
+        # run on the host of a GPU machine, its tensors copied there and
+        # back at every step (tests/gpu_kernels.py reads the kernels that
+        # TensorFlow's build registers for GPUs).
+        model = trainer.compile_for_training(
+            build_transformer(tiny_config(), dtype=policy),
+            warmup_steps=10,
+            jit_compile=False,
+        )
+        spec = tf.nest.map_structure(
+            lambda x: tf.TensorSpec([None, None], x.dtype), global_batch()
+        )
+        step = tf.function(model.train_step).get_concrete_function(spec)
+        graph = step.graph.as_graph_def()
+        library = {f.signature.name: f for f in graph.library.function}
+        # The step's own kernels: Adam's, dropout's random words, the
+        # loss's gradient (under loss scaling, Adam's is in a branch).
+        functions = library.values()
+        nodes = [*graph.node, *(n for f in functions for n in f.node_def)]
+        self.assertContainsSubset(
+            {
+                "ResourceApplyAdam",
+                "StatelessRandomUniformFullIntV2",
+                "TensorScatterSub",
+            },
+            {node.op for node in nodes},
+        )
+        self.assertEqual(sorted(cpu_only_ops(library, nodes=graph.node)), [])
 
     def test_step_settings_are_checked(self):
         with self.assertRaisesRegex(
