@@ -458,10 +458,13 @@ class DevEvaluator(keras.callbacks.Callback):
             save before its grace period ends
             (`preemption.SaveOnPreemption.signalled_anywhere`).
         summary_dir: TensorBoard directory where the scores of a model
-            evaluated outside an epoch (the rerun of a finished run) are
-            written, as `epoch_bleu`, `epoch_chrf` (and `epoch_perplexity`)
-            at its step: the epoch's are written by
-            `keras.callbacks.TensorBoard` from the logs (`<log_dir>/train`).
+            evaluated outside an epoch are written, as `epoch_bleu`,
+            `epoch_chrf` (and `epoch_perplexity`) at its step: the epoch's
+            are written by `keras.callbacks.TensorBoard` from the logs
+            (`<log_dir>/train`). With it, a run resumed at a step whose
+            BLEU is due but not in these summaries (a signal stopped the run
+            before it) scores that step before it trains on; and the rerun
+            of a finished run scores its final model (also without it).
         perplexity_fn: optional function of no argument that returns the
             `evaluation.Perplexity` of the references under the model's
             current weights (`evaluation.PerplexityScorer`); called after
@@ -506,15 +509,35 @@ class DevEvaluator(keras.callbacks.Callback):
         self.last_perplexity = None
         self.last_step = None
         self._trained = False
+        self._began = False
 
     def on_train_begin(self, logs=None):
         self._trained = False
+        self._began = False
+
+    def on_epoch_begin(self, epoch, logs=None):
+        # After every callback's `on_train_begin`: a resumed run's weights
+        # and step are restored.
+        if self._began:
+            return
+        self._began = True
+        step = current_step(self.model)
+        if (
+            step
+            and self._due(step)
+            and step != self.last_step
+            and self.summary_dir
+            and step not in logged_steps(self.summary_dir, "epoch_bleu")
+        ):
+            self._evaluate_outside_epoch(step)
+
+    def _due(self, step):
+        return step % self.every_steps == 0 or step >= self.final_step
 
     def on_epoch_end(self, epoch, logs=None):
         self._trained = True
         step = current_step(self.model)
-        due = step % self.every_steps == 0 or step >= self.final_step
-        if not due or step == self.last_step:
+        if not self._due(step) or step == self.last_step:
             return
         if self.model.stop_training:
             # A stopped run (a signal, a NaN) saves first: translating can
@@ -529,9 +552,13 @@ class DevEvaluator(keras.callbacks.Callback):
         # A rerun of a finished run trains no epoch: its final model is
         # still scored once, so that the rerun reports its dev BLEU too.
         step = current_step(self.model)
-        if self._trained or step < self.final_step:
+        if self._trained or step < self.final_step or step == self.last_step:
             return
-        self._evaluate(step, logs)
+        self._evaluate_outside_epoch(step)
+
+    def _evaluate_outside_epoch(self, step):
+        """Scores `step`, and writes its summaries unless they are there."""
+        self._evaluate(step, logs=None)
         if (
             self.summary_dir
             and self.last_step == step
@@ -630,13 +657,59 @@ class KeepBestModel(keras.callbacks.Callback):
         self._considered = None
 
     def on_train_begin(self, logs=None):
-        # A record without its model (deleted since) is no best to keep.
-        self.best = None
-        if tf.io.gfile.exists(self.record_path) and tf.io.gfile.exists(
-            self.path
-        ):
+        self.best = self._read_record()
+        if self.best is None:
+            return
+        problem = None
+        if not tf.io.gfile.exists(self.path):
+            problem = f"its model, {self.path}, is missing"
+        elif self.best["sentences"] != len(self.evaluator.sources):
+            problem = (
+                f"it was scored on {self.best['sentences']} dev sentences, "
+                f"this run scores {len(self.evaluator.sources)}"
+            )
+        if problem:
+            logging.warning(
+                "The best model starts over at the next dev BLEU: %s names "
+                "step %d (BLEU %.2f), but %s.",
+                self.record_path,
+                self.best["step"],
+                self.best["bleu"],
+                problem,
+            )
+            self.best = None
+
+    def _read_record(self):
+        """The record, None if there is none; a ValueError if damaged."""
+        if not tf.io.gfile.exists(self.record_path):
+            return None
+        try:
             with tf.io.gfile.GFile(self.record_path) as file:
-                self.best = json.load(file)
+                record = json.load(file)
+        except ValueError as error:  # Also not UTF-8.
+            problem = f"not JSON: {error}"
+        else:
+            if not isinstance(record, dict):
+                record = {"record": record}  # Names no step: damaged.
+            problem = next(
+                (
+                    f"its {key!r} is {record.get(key)!r}, not a number"
+                    for key in ("step", "bleu", "sentences")
+                    if not isinstance(record.get(key), (int, float))
+                ),
+                None,
+            )
+        if problem:
+            raise ValueError(
+                f"The record of the best model is damaged ({problem}); delete "
+                "it (and best_model.keras beside it) for the best model to "
+                "start over, or restore it. Received: "
+                f"path={self.record_path}"
+            ) from None
+        return record
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._consider()  # A step that a resumed run scored first.
 
     def on_epoch_end(self, epoch, logs=None):
         self._consider()
@@ -660,9 +733,11 @@ class KeepBestModel(keras.callbacks.Callback):
             "sentences": len(self.evaluator.sources),
             "bleu_signature": scores.bleu_signature,
         }
-        # The model first: a record never names a step whose model is not
-        # there (a kill between the two leaves the model of a step that the
-        # resumed run scores again, and saves again if it is still best).
+        # No record while the model is replaced: a kill in between leaves a
+        # model without one, which the resumed run replaces (it scores the
+        # interval again), never a record naming another step's model.
+        if tf.io.gfile.exists(self.record_path):
+            tf.io.gfile.remove(self.record_path)
         save_model(self.model, self.path)
         with (
             files.written_aside(self.record_path) as partial,

@@ -4,6 +4,7 @@ import contextlib
 import io
 import json
 import os
+import re
 from unittest import mock
 
 import keras
@@ -254,6 +255,7 @@ class CallbacksTest(TestCase):
     def test_keeps_the_model_of_the_best_bleu_through_reruns(self):
         folder = fixtures.tempdir(self)
         path = os.path.join(folder, "best_model.keras")
+        record_path = os.path.join(folder, "best_model.json")
         reference = fixtures.PAIRS[0][1]  # "Die Katze schläft auf dem Sofa."
         model = compiled_model()
         # The dev "translation" at each step: BLEU 100 at steps 4, 8 and 12,
@@ -261,10 +263,16 @@ class CallbacksTest(TestCase):
         short = reference.rsplit(" ", 1)[0]
         by_step = {2: short, 4: reference, 6: "Sofa", 8: reference}
         by_step.update({10: "Sofa", 12: reference, 14: short, 16: "Sofa"})
+        by_step.update({18: short, 20: reference})
 
         def translate(inputs):
             step = callbacks_lib.current_step(model)
             return {"outputs": tf.constant([by_step[step]] * len(inputs))}
+
+        def perplexity():  # The step stands for the value.
+            step = callbacks_lib.current_step(model)
+            stats = pipeline.DataStats(2, 0, 0, 2, 12, 12)
+            return evaluation.Perplexity(float(step), 14, stats)
 
         weights, saved = {}, []
         save_model = callbacks_lib.save_model
@@ -277,40 +285,131 @@ class CallbacksTest(TestCase):
             def on_epoch_end(self, epoch, logs=None):
                 weights[callbacks_lib.current_step(model)] = model.get_weights()
 
-        def run(epochs):
-            evaluator = perfect_bleu(
-                every_steps=2, final_step=100, translate=translate
+        def run(epochs, sentences=2, save=save):
+            evaluator = callbacks_lib.DevEvaluator(
+                translate,
+                [reference] * sentences,
+                [reference] * sentences,
+                "de",
+                every_steps=2,
+                final_step=100,
+                perplexity_fn=perplexity,
             )
             keeper = callbacks_lib.KeepBestModel(evaluator, path)
             with mock.patch.object(callbacks_lib, "save_model", save):
                 self.fit([evaluator, keeper, KeepWeights()], epochs, model)
             return keeper
 
+        def record():
+            with open(record_path) as file:
+                return json.load(file)
+
         keeper = run(epochs=4)  # steps 2, 4, 6, 8
         self.assertEqual(saved, [2, 4])  # Not 8: a tie keeps the earlier.
-        with open(os.path.join(folder, "best_model.json")) as file:
-            record = json.load(file)
-        self.assertEqual(record, keeper.best)
-        self.assertEqual(record["step"], 4)
-        self.assertAlmostEqual(record["bleu"], 100.0)
-        self.assertEqual(record["sentences"], 1)
-        self.assertIsNone(record["perplexity"])
-        self.assertStartsWith(record["bleu_signature"], "nrefs:1|")
+        self.assertEqual(record(), keeper.best)
+        self.assertEqual(
+            {key: keeper.best[key] for key in ("step", "sentences")},
+            {"step": 4, "sentences": 2},
+        )
+        self.assertAlmostEqual(keeper.best["bleu"], 100.0)
+        self.assertAlmostEqual(keeper.best["chrf"], 100.0)
+        self.assertEqual(keeper.best["perplexity"], 4.0)
+        self.assertStartsWith(keeper.best["bleu_signature"], "nrefs:1|")
         best = keras.models.load_model(path)
         for loaded, kept in zip(best.get_weights(), weights[4], strict=True):
             self.assertAllEqual(loaded, kept)
         self.assertNotAllClose(weights[4][0], weights[8][0])
         # A rerun (a resumed run) goes on from the record: 100 at step 12
         # is no better.
+        kept = record()
         keeper = run(epochs=2)  # steps 10, 12
-        self.assertEqual(saved, [2, 4])
-        self.assertEqual(keeper.best, record)
-        # A record whose model was deleted is no best to keep.
+        self.assertEqual((saved, keeper.best, record()), ([2, 4], kept, kept))
+        # A record whose model was deleted, or scored on other sentences,
+        # is no best to keep.
         os.remove(path)
-        keeper = run(epochs=2)  # steps 14, 16
-        self.assertEqual(saved, [2, 4, 14])
-        self.assertEqual(keeper.best["step"], 14)
-        self.assertLess(keeper.best["bleu"], 100.0)
+        with self.assertLogs("absl", "WARNING") as logs:
+            keeper = run(epochs=1)  # step 14
+        self.assertIn(f"its model, {path}, is missing", logs.output[0])
+        self.assertEqual((saved[-1], keeper.best["step"]), (14, 14))
+        with self.assertLogs("absl", "WARNING") as logs:
+            keeper = run(epochs=1, sentences=3)  # step 16, BLEU 0
+        self.assertIn(
+            "scored on 2 dev sentences, this run scores 3", logs.output[0]
+        )
+        self.assertEqual((saved[-1], record()["step"]), (16, 16))
+
+        # A save that fails (a kill) leaves no record naming another model.
+        def fail(saved_model, saved_path):
+            raise OSError("disk full")
+
+        with self.assertRaisesRegex(OSError, "disk full"):
+            run(epochs=1, sentences=3, save=fail)  # step 18, BLEU > 0
+        self.assertFalse(os.path.exists(record_path))
+        # A damaged record stops the run before it trains, naming it.
+        for content, problem in (
+            ("{", "not JSON: Expecting"),
+            ("[4]", "its 'step' is None, not a number"),
+            ('{"step": 4, "sentences": 2}', "its 'bleu' is None"),
+        ):
+            with open(record_path, "w") as file:
+                file.write(content)
+            with self.assertRaisesRegex(
+                ValueError,
+                re.escape(f"The record of the best model is damaged ({problem}")
+                + ".*delete it .*Received: path=.*best_model.json$",
+            ):
+                run(epochs=1)
+            self.assertEqual(callbacks_lib.current_step(model), 18)
+
+    def test_a_resumed_run_scores_the_step_whose_bleu_it_skipped(self):
+        # A signal at an interval's end skips its BLEU (the backup comes
+        # first); the run resumed there scores it before it trains on, and
+        # the best model may be its.
+        folder = fixtures.tempdir(self)
+        summary_dir = os.path.join(folder, "logs", "train")
+        path = os.path.join(folder, "best_model.keras")
+        model = compiled_model()
+        model.optimizer.iterations.assign(4)
+        scored = []
+
+        def translate(inputs):
+            scored.append(callbacks_lib.current_step(model))
+            return copy_translation(inputs)
+
+        def callbacks():
+            evaluator = perfect_bleu(
+                every_steps=2,
+                final_step=8,
+                translate=translate,
+                summary_dir=summary_dir,
+            )
+            return evaluator, callbacks_lib.KeepBestModel(evaluator, path)
+
+        evaluator, keeper = callbacks()
+        self.fit([evaluator, keeper], epochs=2, model=model)  # steps 6, 8
+        self.assertEqual(scored, [4, 6, 8])
+        self.assertEqual(keeper.best["step"], 4)
+        # Written as TensorBoard writes an epoch's (which it was not).
+        self.assertEqual(
+            callbacks_lib.logged_steps(summary_dir, "epoch_bleu"), [4]
+        )
+
+        def rerun():  # Of the finished run: `fit` trains no epoch.
+            evaluator, keeper = callbacks()
+            for callback in (evaluator, keeper):
+                callback.set_model(model)
+                callback.on_train_begin()
+            for callback in (evaluator, keeper):
+                callback.on_train_end()
+            return keeper
+
+        # It scores its final model again; the best stays step 4's.
+        self.assertEqual(rerun().best["step"], 4)
+        self.assertEqual(scored, [4, 6, 8, 8])
+        os.remove(path)  # The best starts over: the final model.
+        with self.assertLogs("absl", "WARNING"):
+            keeper = rerun()
+        self.assertEqual((scored[-1], keeper.best["step"]), (8, 8))
 
     def test_bleu_needs_matching_references(self):
         with self.assertRaisesRegex(ValueError, "len\\(references\\)=0"):

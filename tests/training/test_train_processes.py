@@ -417,7 +417,7 @@ class TrainProcessesTest(TestCase):
         code = (
             "save = callbacks.save_model\n"
             "def save_model(model, path):\n"
-            "    if worker == 1 and path.endswith(sys.argv[1]):\n"
+            "    if worker == 1 and os.path.basename(path) == sys.argv[1]:\n"
             "        os.kill(os.getpid(), signal.SIGTERM)\n"
             "    save(model, path)\n"
             "callbacks.save_model = save_model\n"
@@ -435,10 +435,11 @@ class TrainProcessesTest(TestCase):
             "    print('stopped', stopped.step, stopped.worker, flush=True)\n"
         )
         # At step 2's checkpoint, then (rerun) at the final model's save,
-        # which worker 0 completes: every worker stops alike.
+        # which worker 0 completes: every worker stops alike. The rerun
+        # scores step 2 first, whose dev BLEU the stop skipped.
         for file, step, bleu in (
             ("ckpt-2.keras", 2, ""),
-            ("model.keras", 4, "4"),
+            ("model.keras", 4, "24"),
         ):
             processes = start_training_script(folder, data, code, file)
             outputs = [
