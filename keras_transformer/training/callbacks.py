@@ -655,8 +655,12 @@ class KeepBestModel(keras.callbacks.Callback):
         self.record_path = os.path.splitext(path)[0] + ".json"
         self.best = None
         self._considered = None
+        self._read = False
 
     def on_train_begin(self, logs=None):
+        if self._read:  # A second `fit` of the run: `best` is the record.
+            return
+        self._read = True
         self.best = self._read_record()
         if self.best is None:
             return
