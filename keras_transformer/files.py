@@ -81,3 +81,14 @@ def written_aside(path: str, keep_suffix: bool = True):
         if tf.io.gfile.exists(partial):
             tf.io.gfile.remove(partial)
         raise
+
+
+def write_whole(path: str, content: str | bytes, keep_suffix: bool = True):
+    """Writes `content` (text, or bytes) to `path` through `written_aside`:
+    readers find the whole file or the earlier one, never a part."""
+    mode = "wb" if isinstance(content, bytes) else "w"
+    with (
+        written_aside(path, keep_suffix) as partial,
+        tf.io.gfile.GFile(partial, mode) as file,
+    ):
+        file.write(content)

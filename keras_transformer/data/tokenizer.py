@@ -158,11 +158,7 @@ def train_subword_vocab(
 def _write_model_file(path: str, model_proto: bytes) -> None:
     # A `.model` file is never half written, and no other `*.model` file
     # appears beside it meanwhile (an export looks for a run's one).
-    with (
-        files.written_aside(path, keep_suffix=False) as partial,
-        tf.io.gfile.GFile(partial, "wb") as f,
-    ):
-        f.write(model_proto)
+    files.write_whole(path, model_proto, keep_suffix=False)
 
 
 def _sample_sentences(sentences, max_sentences, seed):

@@ -743,11 +743,7 @@ class KeepBestModel(keras.callbacks.Callback):
         if tf.io.gfile.exists(self.record_path):
             tf.io.gfile.remove(self.record_path)
         save_model(self.model, self.path)
-        with (
-            files.written_aside(self.record_path) as partial,
-            tf.io.gfile.GFile(partial, "w") as file,
-        ):
-            file.write(json.dumps(record, indent=2))
+        files.write_whole(self.record_path, json.dumps(record, indent=2))
         self.best = record
 
 

@@ -440,8 +440,4 @@ def save_settings(model_dir: str, settings: dict) -> None:
         settings: as for `check_model_dir`.
     """
     path = os.path.join(model_dir, SETTINGS_FILE)
-    with (
-        files.written_aside(path) as partial,
-        tf.io.gfile.GFile(partial, "w") as f,
-    ):
-        f.write(json.dumps(settings, indent=2, sort_keys=True))
+    files.write_whole(path, json.dumps(settings, indent=2, sort_keys=True))
