@@ -1,5 +1,6 @@
 """Pytest set-up shared by every test: the TF backend, quiet logs, one seed."""
 
+import gc
 import os
 
 import pytest
@@ -28,6 +29,13 @@ tf.config.set_logical_device_configuration(
 # those at TensorFlow's default.
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     tf.config.threading.set_intra_op_parallelism_threads(1)
+
+# The modules imported so far (TensorFlow's and Keras's, millions of
+# objects that live as long as the process) leave Python's cyclic garbage
+# collector, which otherwise walks them at each full collection: a third
+# of the collector's time in the tests (4.4 of 11.9 s over the translator
+# and model tests).
+gc.freeze()
 
 
 def pytest_runtest_setup(item):

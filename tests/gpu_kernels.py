@@ -6,6 +6,8 @@ machine can be read from the kernel registry: an op whose types no GPU
 kernel takes.
 """
 
+import functools
+
 from tensorflow.python.framework import kernels
 
 
@@ -41,7 +43,7 @@ def cpu_only_ops(library, names=(), nodes=()) -> set:
 
 
 def _has_gpu_kernel(node) -> bool:
-    for kernel in kernels.get_registered_kernels_for_op(node.op).kernel:
+    for kernel in _registered_kernels(node.op):
         if kernel.device_type in ("GPU", "DEFAULT") and all(
             _type_allowed(node.attr.get(c.name), c.allowed_values.list.type)
             for c in kernel.constraint
@@ -55,3 +57,10 @@ def _type_allowed(value, allowed) -> bool:
         return True
     types = list(value.list.type) if value.HasField("list") else [value.type]
     return all(t in allowed for t in types)
+
+
+@functools.cache
+def _registered_kernels(op):
+    # The registry is read whole at each call (~1 ms); a saved model's
+    # library has thousands of nodes of a few hundred op types.
+    return tuple(kernels.get_registered_kernels_for_op(op).kernel)
