@@ -153,6 +153,15 @@ def define_flags(flag_values=FLAGS):
         lower_bound=0,
         **fv,
     )
+    flags.DEFINE_integer(
+        "early_stopping_patience",
+        0,
+        "End training once this many dev BLEU evaluations in a row "
+        "(--bleu_every_steps) bring no better BLEU; the final model is that "
+        "step's (0: train to --train_steps).",
+        lower_bound=0,
+        **fv,
+    )
     flags.DEFINE_string(
         "model_dir",
         None,
@@ -398,6 +407,7 @@ def main(argv, flag_values=FLAGS):
             keep_checkpoints=keep_checkpoints,
             bleu_every_steps=flag_values.bleu_every_steps,
             bleu_max_sentences=flag_values.bleu_max_sentences,
+            early_stopping_patience=flag_values.early_stopping_patience,
             strategy=flag_values.strategy,
             num_gpus=flag_values.num_gpus,
             tpu_address=flag_values.tpu,
@@ -418,6 +428,11 @@ def main(argv, flag_values=FLAGS):
         return stopped("train.py", preempted)
     print(f"Training data: {result.data_stats.describe()}")
     print(f"Trained to step {result.step}: {result.model_path}")
+    if result.stopped_early:
+        print(
+            f"Stopped early: no dev BLEU above step {result.best_step}'s in "
+            f"the {flag_values.early_stopping_patience} evaluations after it."
+        )
     if result.dev_bleu is not None:
         print(f"Dev BLEU: {result.dev_bleu:.2f}")
     if result.dev_perplexity is not None:

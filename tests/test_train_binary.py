@@ -1,6 +1,7 @@
 """Tests of train.py's flags: wrong values fail at once, clearly."""
 
 import contextlib
+import dataclasses
 import io
 import os
 import shutil
@@ -164,6 +165,7 @@ class TrainFlagsTest(TestCase):
             "--keep_checkpoints=2",
             "--bleu_every_steps=8",
             "--bleu_max_sentences=9",
+            "--early_stopping_patience=3",
             "--strategy=mirrored",
             "--num_gpus=2",
             "--worker_startup_timeout=30",
@@ -192,6 +194,7 @@ class TrainFlagsTest(TestCase):
                 "keep_checkpoints": 2,
                 "bleu_every_steps": 8,
                 "bleu_max_sentences": 9,
+                "early_stopping_patience": 3,
                 "strategy": "mirrored",
                 "num_gpus": 2,
                 "tpu_address": None,
@@ -233,27 +236,46 @@ class TrainFlagsTest(TestCase):
             best_model_path="/run/best_model.keras",
             best_step=30,
             best_dev_bleu=28.004,
+            stopped_early=False,
             tokens_per_second=1000.0,
             data_stats=mock.Mock(describe=lambda: "24 pairs"),
         )
-        printed = io.StringIO()
-        with (
-            mock.patch.object(
-                train.trainer, "run_training", return_value=result
-            ),
-            contextlib.redirect_stdout(printed),
-        ):
-            status, _ = run_main("--preset=tiny")
-        self.assertEqual(status, 0)
-        self.assertEqual(
-            printed.getvalue(),
+        expected = (
             "Training data: 24 pairs\n"
             "Trained to step 40: /run/model.keras\n"
+            "{}"
             "Dev BLEU: 27.35\n"
             "Dev perplexity: 4.123\n"
             "Best dev BLEU: 28.00 at step 30: /run/best_model.keras\n"
-            "TensorBoard: tensorboard --logdir=/run/logs\n",
+            "TensorBoard: tensorboard --logdir=/run/logs\n"
         )
+        for stopped_early, early_stopping_flags, line in (
+            (False, [], ""),
+            (
+                True,
+                ["--bleu_every_steps=5", "--early_stopping_patience=2"],
+                "Stopped early: no dev BLEU above step 30's in the 2 "
+                "evaluations after it.\n",
+            ),
+        ):
+            printed = io.StringIO()
+            with (
+                mock.patch.object(
+                    train.trainer,
+                    "run_training",
+                    return_value=dataclasses.replace(
+                        result, stopped_early=stopped_early
+                    ),
+                ),
+                contextlib.redirect_stdout(printed),
+            ):
+                status, _ = run_main(
+                    "--preset=tiny",
+                    "--steps_per_checkpoint=5",
+                    *early_stopping_flags,
+                )
+            self.assertEqual(status, 0)
+            self.assertEqual(printed.getvalue(), expected.format(line))
 
     def test_seed_bounds_are_numpys(self):
         self.assertEqual(parse("--seed=4294967295").seed, 2**32 - 1)

@@ -20,6 +20,7 @@ import tensorflow as tf
 from absl import logging
 
 from keras_transformer import files
+from keras_transformer.training import distribution
 
 CHECKPOINT_PATTERN = re.compile(r"^ckpt-(\d+)\.keras$")
 # The folder of a training run's checkpoints.
@@ -518,6 +519,13 @@ class DevEvaluator(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch, logs=None):
         # After every callback's `on_train_begin`: a resumed run's weights
         # and step are restored.
+        self.score_resumed_step()
+
+    def score_resumed_step(self):
+        """Scores the step that a resumed run begins at if its BLEU is due
+        but missing from the summaries (a signal skipped it); once per
+        `fit`, before the first batch (`EarlyStoppingOnBleu` calls it in
+        its `on_train_begin`, after the weights are restored)."""
         if self._began:
             return
         self._began = True
@@ -529,7 +537,7 @@ class DevEvaluator(keras.callbacks.Callback):
             and self.summary_dir
             and step not in logged_steps(self.summary_dir, "epoch_bleu")
         ):
-            self._evaluate_outside_epoch(step)
+            self.score_outside_epoch(step)
 
     def _due(self, step):
         return step % self.every_steps == 0 or step >= self.final_step
@@ -554,9 +562,9 @@ class DevEvaluator(keras.callbacks.Callback):
         step = current_step(self.model)
         if self._trained or step < self.final_step or step == self.last_step:
             return
-        self._evaluate_outside_epoch(step)
+        self.score_outside_epoch(step)
 
-    def _evaluate_outside_epoch(self, step):
+    def score_outside_epoch(self, step):
         """Scores `step`, and writes its summaries unless they are there."""
         self._evaluate(step, logs=None)
         if (
@@ -713,15 +721,17 @@ class KeepBestModel(keras.callbacks.Callback):
         return record
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._consider()  # A step that a resumed run scored first.
+        self.consider()  # A step that a resumed run scored first.
 
     def on_epoch_end(self, epoch, logs=None):
-        self._consider()
+        self.consider()
 
     def on_train_end(self, logs=None):
-        self._consider()
+        self.consider()
 
-    def _consider(self):
+    def consider(self):
+        """Saves the model of the evaluator's last scored step if its BLEU
+        is the best so far (once per step)."""
         step, scores = self.evaluator.last_step, self.evaluator.last_scores
         if step is None or step == self._considered:
             return
@@ -745,6 +755,109 @@ class KeepBestModel(keras.callbacks.Callback):
         save_model(self.model, self.path)
         files.write_whole(self.record_path, json.dumps(record, indent=2))
         self.best = record
+
+
+class EarlyStoppingOnBleu(keras.callbacks.Callback):
+    """Ends training once `patience` dev BLEU evaluations in a row brought
+    no BLEU above the best (OpenNMT-tf's `early_stopping`, Keras's
+    `EarlyStopping(patience=...)` on dev BLEU); the run ends there as at
+    its last step: its final model is the one of that step.
+
+    Its state is the best model's record and the step: at a scored step
+    S, the run stops when the best is from step S - `patience` *
+    `every_steps` or earlier. So a rerun of a run stopped early trains no
+    further step (it scores S again, as the rerun of a finished run does),
+    and a rerun with a larger `patience` goes on. A run resumed at a step
+    whose BLEU a signal skipped scores it first, before any step, and stops
+    there if it brought nothing better. Place it after the backup, whose
+    `on_train_begin` restores a resumed run's weights.
+
+    Under a multi-worker strategy every worker scores the same weights,
+    and they stop on the first worker's decision, all at one step.
+
+    Args:
+        best_model: the run's `KeepBestModel` (with its `DevEvaluator`).
+        patience: evaluations without a better BLEU that end the run.
+        every_steps: the steps between two evaluations.
+        strategy: the run's strategy (for the workers' agreement).
+
+    Attributes:
+        stopped_step: the step the run stopped at, or None.
+    """
+
+    def __init__(
+        self,
+        best_model: KeepBestModel,
+        patience: int,
+        every_steps: int,
+        strategy: tf.distribute.Strategy | None = None,
+    ):
+        super().__init__()
+        self.best_model = best_model
+        self.patience = patience
+        self.every_steps = every_steps
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self.stopped_step = None
+        # `(model._initial_epoch,)` while a `fit` skips every epoch.
+        self._kept_initial_epoch = None
+
+    def on_train_begin(self, logs=None):
+        evaluator = self.best_model.evaluator
+        evaluator.score_resumed_step()
+        self.best_model.consider()
+        step = current_step(self.model)
+        scored = step == evaluator.last_step or (
+            evaluator.summary_dir is not None
+            and step in logged_steps(evaluator.summary_dir, "epoch_bleu")
+        )
+        if not self._stalled(step, scored):
+            return
+        if evaluator.last_step != step:
+            # The rerun of a run stopped early reports its dev BLEU too.
+            evaluator.score_outside_epoch(step)
+        # Keras reads the first epoch after `on_train_begin`: none is left.
+        # (Put back at the end: a later `fit` of the model starts as asked.)
+        self._kept_initial_epoch = (self.model._initial_epoch,)
+        self.model._initial_epoch = self.params["epochs"]
+        self._stop(step)
+
+    def on_train_end(self, logs=None):
+        if self._kept_initial_epoch is not None:
+            (self.model._initial_epoch,) = self._kept_initial_epoch
+            self._kept_initial_epoch = None
+
+    def on_epoch_end(self, epoch, logs=None):
+        step = current_step(self.model)
+        # Every epoch on every worker: the agreement is a collective.
+        stalled = self._stalled(
+            step, step == self.best_model.evaluator.last_step
+        )
+        if stalled and not self.model.stop_training:
+            self._stop(step)
+
+    def _stalled(self, step, scored) -> bool:
+        best = self.best_model.best
+        stalled = (
+            scored
+            and best is not None
+            and step - best["step"] >= self.patience * self.every_steps
+        )
+        # The first worker's decision (the others scored the same weights).
+        agreed = distribution.values_of_workers(self.strategy, [int(stalled)])
+        return bool(agreed[0, 0])
+
+    def _stop(self, step):
+        self.model.stop_training = True
+        self.stopped_step = step
+        best = self.best_model.best
+        logging.info(
+            "Stopped early at step %d: dev BLEU has not improved on %.2f "
+            "(step %d) in %d evaluations.",
+            step,
+            best["bleu"],
+            best["step"],
+            (step - best["step"]) // self.every_steps,
+        )
 
 
 class _Interrupted(Exception):

@@ -54,6 +54,7 @@ def check_run_settings(
     bleu_every_steps: int,
     bleu_max_sentences: int,
     seed: int,
+    early_stopping_patience: int = 0,
 ) -> None:
     """Fails unless the run's other numeric settings are in range.
 
@@ -61,7 +62,9 @@ def check_run_settings(
     data read (`warmup_steps`, `keep_checkpoints`), deep inside numpy
     (`seed`), or not at all: a NaN `learning_rate_scale` trains to NaN, and
     a negative `bleu_max_sentences` slices the dev set from its end, and
-    `bleu_every_steps` with no `bleu_max_sentences` trains without BLEU.
+    `bleu_every_steps` with no `bleu_max_sentences` trains without BLEU
+    (as `early_stopping_patience` without `bleu_every_steps` would train
+    without early stopping).
 
     Raises:
         ValueError: naming the first bad value.
@@ -71,6 +74,7 @@ def check_run_settings(
         ("keep_checkpoints", keep_checkpoints, 1),
         ("bleu_every_steps", bleu_every_steps, 0),
         ("bleu_max_sentences", bleu_max_sentences, 0),
+        ("early_stopping_patience", early_stopping_patience, 0),
     ):
         if not is_integer(value) or value < minimum:
             raise ValueError(
@@ -84,6 +88,14 @@ def check_run_settings(
             "bleu_max_sentences, or bleu_every_steps=0. "
             f"Received: bleu_every_steps={bleu_every_steps}, "
             f"bleu_max_sentences={bleu_max_sentences}"
+        )
+    if early_stopping_patience and not bleu_every_steps:
+        raise ValueError(
+            "`early_stopping_patience` counts dev BLEU evaluations, of which "
+            "bleu_every_steps=0 makes one, at the end: set bleu_every_steps, "
+            "or early_stopping_patience=0. Received: "
+            f"early_stopping_patience={early_stopping_patience}, "
+            f"bleu_every_steps={bleu_every_steps}"
         )
     if not (
         is_real(learning_rate_scale)

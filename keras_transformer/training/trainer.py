@@ -77,6 +77,9 @@ class TrainingResult:
             it), or None when BLEU is scored only at the end.
         best_step: that model's step, or None.
         best_dev_bleu: its dev BLEU, or None.
+        stopped_early: whether early stopping ended the run before
+            `train_steps` (`callbacks.EarlyStoppingOnBleu`): `step` is
+            where.
         tokens_per_second: target tokens per second of the last epoch.
         data_stats: the training split's `DataStats`.
     """
@@ -91,6 +94,7 @@ class TrainingResult:
     best_model_path: str | None
     best_step: int | None
     best_dev_bleu: float | None
+    stopped_early: bool
     tokens_per_second: float | None
     data_stats: object
 
@@ -187,6 +191,7 @@ def run_training(
     keep_checkpoints: int = 5,
     bleu_every_steps: int = 0,
     bleu_max_sentences: int = 500,
+    early_stopping_patience: int = 0,
     strategy: "str | tf.distribute.Strategy" = "default",
     num_gpus: int = 0,
     tpu_address: str | None = None,
@@ -244,6 +249,11 @@ def run_training(
             at the end.
         bleu_max_sentences: dev sentences translated for BLEU, whose
             references' perplexity is also reported (0: neither).
+        early_stopping_patience: end the run once this many dev BLEU
+            evaluations in a row brought no BLEU above the best
+            (`callbacks.EarlyStoppingOnBleu`); 0 trains to `train_steps`.
+            Needs `bleu_every_steps`. A rerun of a run stopped early
+            trains no further (a larger patience goes on).
         strategy: a strategy name (with `num_gpus`, see
             `distribution.create_strategy`) or a `tf.distribute.Strategy`.
         num_gpus: see `distribution.create_strategy`.
@@ -298,6 +308,7 @@ def run_training(
         keep_checkpoints=keep_checkpoints,
         bleu_every_steps=bleu_every_steps,
         bleu_max_sentences=bleu_max_sentences,
+        early_stopping_patience=early_stopping_patience,
         mixed_precision=mixed_precision,
         seed=seed,
     )
@@ -441,7 +452,7 @@ def run_training(
         preemption = preemption_lib.SaveOnPreemption(
             backup, strategy_obj, last_step=train_steps
         )
-        dev_evaluator = best_model = None
+        dev_evaluator = best_model = early_stopping = None
         # In this order at each interval's end: the logs, the checkpoint, BLEU
         # (into the logs), the best model, TensorBoard, and then the backup,
         # which moves the resume point past the interval only once all of it
@@ -484,9 +495,18 @@ def run_training(
             callbacks_lib.StepTensorBoard(paths["log_dir"]),
             backup,
             preemption,
-            # After the backup, so they see a resumed run's restored state.
-            *extra_callbacks,
         ]
+        if early_stopping_patience:
+            # After the backup: a resumed run's state is restored.
+            early_stopping = callbacks_lib.EarlyStoppingOnBleu(
+                best_model,
+                early_stopping_patience,
+                bleu_every_steps,
+                strategy_obj,
+            )
+            run_callbacks.append(early_stopping)
+        # After the backup, so they see a resumed run's restored state.
+        run_callbacks += extra_callbacks
         # Only now: a run that failed before training never locks model_dir
         # to its settings.
         run_checks.save_settings(write_dir, settings)
@@ -546,6 +566,7 @@ def run_training(
             best_model_path=best_model.path if best else None,
             best_step=best["step"] if best else None,
             best_dev_bleu=best["bleu"] if best else None,
+            stopped_early=bool(early_stopping and early_stopping.stopped_step),
             tokens_per_second=rates[-1] if rates else None,
             data_stats=batches.stats,
             **paths,
@@ -566,6 +587,7 @@ def _check_run_arguments(
     keep_checkpoints,
     bleu_every_steps,
     bleu_max_sentences,
+    early_stopping_patience,
     mixed_precision,
     seed,
 ):
@@ -581,6 +603,7 @@ def _check_run_arguments(
         keep_checkpoints=keep_checkpoints,
         bleu_every_steps=bleu_every_steps,
         bleu_max_sentences=bleu_max_sentences,
+        early_stopping_patience=early_stopping_patience,
         seed=seed,
     )
     check_positive_int(

@@ -411,6 +411,84 @@ class CallbacksTest(TestCase):
             keeper = rerun()
         self.assertEqual((scored[-1], keeper.best["step"]), (8, 8))
 
+    def test_early_stopping_ends_the_run_after_patience_evaluations(self):
+        folder = fixtures.tempdir(self)
+        summary_dir = os.path.join(folder, "logs", "train")
+        reference = fixtures.PAIRS[0][1]
+        short = reference.rsplit(" ", 1)[0]
+        # BLEU 100 at steps 4 and 10 (a tie: no better), less elsewhere.
+        by_step = {2: short, 4: reference, 6: short, 8: "Sofa"}
+        by_step.update({10: reference, 12: reference})
+        model = compiled_model()
+        scored = []
+
+        def translate(inputs):
+            scored.append(callbacks_lib.current_step(model))
+            return {"outputs": tf.constant([by_step[scored[-1]]] * len(inputs))}
+
+        def run(epochs, patience=2):
+            evaluator = perfect_bleu(
+                every_steps=2,
+                final_step=100,
+                translate=translate,
+                summary_dir=summary_dir,
+            )
+            keeper = callbacks_lib.KeepBestModel(
+                evaluator, os.path.join(folder, "best_model.keras")
+            )
+            stopper = callbacks_lib.EarlyStoppingOnBleu(
+                keeper, patience, every_steps=2
+            )
+            self.fit([evaluator, keeper, stopper], epochs, model)
+            return stopper
+
+        # Steps 6 and 8 bring nothing above step 4's: 2 evaluations.
+        stopper = run(epochs=10)
+        self.assertEqual((stopper.stopped_step, scored), (8, [2, 4, 6, 8]))
+        self.assertEqual(callbacks_lib.current_step(model), 8)
+        # A rerun (8 is not in the summaries, which TensorBoard writes in
+        # a run: as after a signal that skipped its BLEU) scores step 8,
+        # and stops before any step; so does the next, which scores it
+        # again (as the rerun of a finished run does).
+        for _ in range(2):
+            stopper = run(epochs=10)
+            self.assertEqual(stopper.stopped_step, 8)
+            self.assertEqual(callbacks_lib.current_step(model), 8)
+        self.assertEqual(scored, [2, 4, 6, 8, 8, 8])
+        self.assertEqual(
+            callbacks_lib.logged_steps(summary_dir, "epoch_bleu"), [8]
+        )
+        # A larger patience goes on; the tie at step 10 is no better.
+        stopper = run(epochs=10, patience=3)
+        self.assertEqual(stopper.stopped_step, 10)
+        self.assertEqual(scored[-2:], [8, 10])
+        # Never before `patience` evaluations since the best.
+        stopper = run(epochs=1, patience=5)
+        self.assertIsNone(stopper.stopped_step)
+        self.assertEqual(callbacks_lib.current_step(model), 12)
+
+    def test_early_stopping_follows_the_first_worker(self):
+        model = compiled_model()
+        evaluator = perfect_bleu(every_steps=2, final_step=100)
+        keeper = callbacks_lib.KeepBestModel(
+            evaluator, os.path.join(fixtures.tempdir(self), "best.keras")
+        )
+        stopper = callbacks_lib.EarlyStoppingOnBleu(keeper, 1, every_steps=2)
+        # Steps 2 and 4 score alike: stalled at 4 here, not on worker 0.
+        with mock.patch.object(
+            callbacks_lib.distribution,
+            "values_of_workers",
+            side_effect=lambda strategy, values: np.array([[0], values]),
+        ) as agree:
+            self.fit([evaluator, keeper, stopper], epochs=3, model=model)
+        self.assertIsNone(stopper.stopped_step)
+        self.assertEqual(callbacks_lib.current_step(model), 6)
+        # At the start and at each epoch's end, on every worker.
+        self.assertEqual(
+            [call.args[1] for call in agree.call_args_list],
+            [[0], [0], [1], [1]],
+        )
+
     def test_bleu_needs_matching_references(self):
         with self.assertRaisesRegex(ValueError, "len\\(references\\)=0"):
             callbacks_lib.DevEvaluator(

@@ -430,7 +430,9 @@ class TrainProcessesTest(TestCase):
             "try:\n"
             "    train(train_steps=4, steps_per_checkpoint=2, "
             "bleu_every_steps=2,\n"
-            "          bleu_max_sentences=2, extra_callbacks=(Record(),))\n"
+            "          bleu_max_sentences=2, extra_callbacks=(Record(),),\n"
+            # Never reached: its agreement's collectives run on both.
+            "          early_stopping_patience=5)\n"
             "except preemption.TrainingPreempted as stopped:\n"
             "    print('stopped', stopped.step, stopped.worker, flush=True)\n"
         )

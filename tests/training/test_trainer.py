@@ -1,5 +1,6 @@
 """Tests of the fit-based training run: distribution, resumption, NaN."""
 
+import dataclasses
 import json
 import os
 import re
@@ -20,6 +21,7 @@ from sacrebleu.tokenizers import tokenizer_ja_mecab
 from keras_transformer import (
     TransformerConfig,
     build_transformer,
+    evaluation,
     export_model,
     inference,
     tokens,
@@ -301,6 +303,49 @@ class TrainerTest(TestCase):
             self.run_training(
                 folder, train_steps=8, vocab_size=fixtures.VOCAB_SIZE + 8
             )
+
+    @pytest.mark.slow
+    def test_early_stopping_ends_the_run_and_its_reruns_at_one_step(self):
+        folder = fixtures.tempdir(self)
+        holder = keras.callbacks.Callback()  # Keras gives it the model.
+        score = evaluation.score
+        # Dev BLEU by step: the best at step 4, nothing above it at 6 and 8.
+        by_step = {2: 10.0, 4: 20.0, 6: 5.0, 8: 20.0}
+
+        def scored_by_step(*args):
+            step = callbacks_lib.current_step(holder.model)
+            return dataclasses.replace(score(*args), bleu=by_step[step])
+
+        def run():
+            batches = []
+            recorder = keras.callbacks.LambdaCallback(
+                on_train_batch_end=lambda batch, logs: batches.append(batch)
+            )
+            with mock.patch.object(evaluation, "score", scored_by_step):
+                result = self.run_training(
+                    folder,
+                    train_steps=12,
+                    bleu_every_steps=2,
+                    bleu_max_sentences=2,
+                    early_stopping_patience=2,
+                    extra_callbacks=(holder, recorder),
+                )
+            return result, len(batches)
+
+        result, trained = run()
+        self.assertEqual(trained, 8)
+        self.assertTrue(result.stopped_early)
+        self.assertEqual((result.step, result.dev_bleu), (8, 20.0))
+        self.assertEqual((result.best_step, result.best_dev_bleu), (4, 20.0))
+        model = keras.saving.load_model(result.model_path)
+        self.assertEqual(callbacks_lib.current_step(model), 8)
+        # Its rerun resumes from the backup at step 8, trains no step (no
+        # throughput) and reports the same.
+        again, trained = run()
+        self.assertEqual(trained, 0)
+        self.assertEqual(
+            again, dataclasses.replace(result, tokens_per_second=None)
+        )
 
     def test_a_remote_model_dir_trains_resumes_and_translates(self):
         # TensorFlow's in-memory filesystem stands for gs://: every file of
@@ -873,6 +918,8 @@ class TrainerTest(TestCase):
             ("learning_rate_scale", -1.0),
             ("learning_rate_scale", float("inf")),
             ("bleu_every_steps", -2),
+            ("early_stopping_patience", -1),
+            ("early_stopping_patience", 2.0),
         ):
             with (
                 self.subTest(name=name, value=value),
@@ -883,6 +930,25 @@ class TrainerTest(TestCase):
                 run_checks.check_run_settings(
                     **{**settings, "bleu_max_sentences": 4, name: value}
                 )
+        # Early stopping counts the evaluations of bleu_every_steps.
+        with self.assertRaisesRegex(
+            ValueError,
+            re.escape(
+                "set bleu_every_steps, or early_stopping_patience=0. "
+                "Received: early_stopping_patience=2, bleu_every_steps=0"
+            ),
+        ):
+            run_checks.check_run_settings(
+                **{**settings, "early_stopping_patience": 2}
+            )
+        run_checks.check_run_settings(
+            **{
+                **settings,
+                "early_stopping_patience": 2,
+                "bleu_every_steps": 2,
+                "bleu_max_sentences": 4,
+            }
+        )
 
     def test_the_lock_file_names_only_the_process_that_holds_it(self):
         # Not also the longer name an earlier holder left in it.
