@@ -841,6 +841,9 @@ class EarlyStoppingOnBleu(keras.callbacks.Callback):
             scored
             and best is not None
             and step - best["step"] >= self.patience * self.every_steps
+            # The last step ends the run anyway (and its rerun is a
+            # finished run's).
+            and step < self.best_model.evaluator.final_step
         )
         # The first worker's decision (the others scored the same weights).
         agreed = distribution.values_of_workers(self.strategy, [int(stalled)])

@@ -426,10 +426,10 @@ class CallbacksTest(TestCase):
             scored.append(callbacks_lib.current_step(model))
             return {"outputs": tf.constant([by_step[scored[-1]]] * len(inputs))}
 
-        def run(epochs, patience=2):
+        def run(epochs, patience=2, final_step=100):
             evaluator = perfect_bleu(
                 every_steps=2,
-                final_step=100,
+                final_step=final_step,
                 translate=translate,
                 summary_dir=summary_dir,
             )
@@ -466,6 +466,12 @@ class CallbacksTest(TestCase):
         stopper = run(epochs=1, patience=5)
         self.assertIsNone(stopper.stopped_step)
         self.assertEqual(callbacks_lib.current_step(model), 12)
+        # Nor at the last step (5 evaluations after the best), which ends
+        # the run anyway.
+        by_step[14] = "Sofa"
+        stopper = run(epochs=1, patience=5, final_step=14)
+        self.assertIsNone(stopper.stopped_step)
+        self.assertEqual(callbacks_lib.current_step(model), 14)
 
     def test_early_stopping_follows_the_first_worker(self):
         model = compiled_model()
