@@ -428,10 +428,16 @@ def main(argv, flag_values=FLAGS):
         return stopped("train.py", preempted)
     print(f"Training data: {result.data_stats.describe()}")
     print(f"Trained to step {result.step}: {result.model_path}")
-    if result.stopped_early:
+    if result.stopped_early and result.best_step is None:
+        # A worker whose record of the best model is gone.
+        print("Stopped early, on the first worker's decision.")
+    elif result.stopped_early:
+        evaluations = (
+            result.step - result.best_step
+        ) // flag_values.bleu_every_steps
         print(
             f"Stopped early: no dev BLEU above step {result.best_step}'s in "
-            f"the {flag_values.early_stopping_patience} evaluations after it."
+            f"the {evaluations} evaluations after it."
         )
     if result.dev_bleu is not None:
         print(f"Dev BLEU: {result.dev_bleu:.2f}")

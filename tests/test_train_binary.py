@@ -253,7 +253,9 @@ class TrainFlagsTest(TestCase):
             (False, [], ""),
             (
                 True,
-                ["--bleu_every_steps=5", "--early_stopping_patience=2"],
+                # 2 evaluations after step 30's (a rerun may lower the
+                # patience below their count).
+                ["--bleu_every_steps=5", "--early_stopping_patience=1"],
                 "Stopped early: no dev BLEU above step 30's in the 2 "
                 "evaluations after it.\n",
             ),
@@ -276,6 +278,26 @@ class TrainFlagsTest(TestCase):
                 )
             self.assertEqual(status, 0)
             self.assertEqual(printed.getvalue(), expected.format(line))
+        # A worker without the record of the best model.
+        printed = io.StringIO()
+        no_best = dataclasses.replace(
+            result,
+            stopped_early=True,
+            best_model_path=None,
+            best_step=None,
+            best_dev_bleu=None,
+        )
+        with (
+            mock.patch.object(
+                train.trainer, "run_training", return_value=no_best
+            ),
+            contextlib.redirect_stdout(printed),
+        ):
+            run_main("--preset=tiny", "--steps_per_checkpoint=5")
+        self.assertIn(
+            "\nStopped early, on the first worker's decision.\nDev BLEU",
+            printed.getvalue(),
+        )
 
     def test_seed_bounds_are_numpys(self):
         self.assertEqual(parse("--seed=4294967295").seed, 2**32 - 1)

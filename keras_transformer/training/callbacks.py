@@ -532,20 +532,21 @@ class DevEvaluator(keras.callbacks.Callback):
         step = current_step(self.model)
         if (
             step
-            and self._due(step)
+            and self.due(step)
             and step != self.last_step
             and self.summary_dir
             and step not in logged_steps(self.summary_dir, "epoch_bleu")
         ):
             self.score_outside_epoch(step)
 
-    def _due(self, step):
+    def due(self, step) -> bool:
+        """Whether BLEU is scored at `step` (an evaluation or the last)."""
         return step % self.every_steps == 0 or step >= self.final_step
 
     def on_epoch_end(self, epoch, logs=None):
         self._trained = True
         step = current_step(self.model)
-        if not self._due(step) or step == self.last_step:
+        if not self.due(step) or step == self.last_step:
             return
         if self.model.stop_training:
             # A stopped run (a signal, a NaN) saves first: translating can
@@ -769,7 +770,9 @@ class EarlyStoppingOnBleu(keras.callbacks.Callback):
     further step (it scores S again, as the rerun of a finished run does),
     and a rerun with a larger `patience` goes on. A run resumed at a step
     whose BLEU a signal skipped scores it first, before any step, and stops
-    there if it brought nothing better. Place it after the backup, whose
+    there if it brought nothing better (a signal during that scoring ends
+    the run before any step, for its rerun to score it). Place it after
+    the backup, whose
     `on_train_begin` restores a resumed run's weights.
 
     Under a multi-worker strategy every worker scores the same weights,
@@ -810,16 +813,24 @@ class EarlyStoppingOnBleu(keras.callbacks.Callback):
             evaluator.summary_dir is not None
             and step in logged_steps(evaluator.summary_dir, "epoch_bleu")
         )
-        if not self._stalled(step, scored):
-            return
-        if evaluator.last_step != step:
-            # The rerun of a run stopped early reports its dev BLEU too.
-            evaluator.score_outside_epoch(step)
+        if self._stalled(step, scored):
+            if evaluator.last_step != step:
+                # The rerun of a run stopped early reports its dev BLEU too.
+                evaluator.score_outside_epoch(step)
+            self._skip_epochs()
+            self._stop(step)
+        elif step and evaluator.due(step) and not scored:
+            # A signal abandoned the resumed step's BLEU, which decides
+            # whether the run goes on: no step before it is scored (the
+            # signal ends the run; its rerun scores the step again).
+            self._skip_epochs()
+            self.model.stop_training = True
+
+    def _skip_epochs(self):
         # Keras reads the first epoch after `on_train_begin`: none is left.
         # (Put back at the end: a later `fit` of the model starts as asked.)
         self._kept_initial_epoch = (self.model._initial_epoch,)
         self.model._initial_epoch = self.params["epochs"]
-        self._stop(step)
 
     def on_train_end(self, logs=None):
         if self._kept_initial_epoch is not None:
@@ -853,14 +864,16 @@ class EarlyStoppingOnBleu(keras.callbacks.Callback):
         self.model.stop_training = True
         self.stopped_step = step
         best = self.best_model.best
-        logging.info(
-            "Stopped early at step %d: dev BLEU has not improved on %.2f "
-            "(step %d) in %d evaluations.",
-            step,
-            best["bleu"],
-            best["step"],
-            (step - best["step"]) // self.every_steps,
-        )
+        # (This worker's record may be missing: the first worker decided.)
+        if best is not None:
+            logging.info(
+                "Stopped early at step %d: dev BLEU has not improved on %.2f "
+                "(step %d) in %d evaluations.",
+                step,
+                best["bleu"],
+                best["step"],
+                (step - best["step"]) // self.every_steps,
+            )
 
 
 class _Interrupted(Exception):

@@ -416,9 +416,9 @@ class CallbacksTest(TestCase):
         summary_dir = os.path.join(folder, "logs", "train")
         reference = fixtures.PAIRS[0][1]
         short = reference.rsplit(" ", 1)[0]
-        # BLEU 100 at steps 4 and 10 (a tie: no better), less elsewhere.
-        by_step = {2: short, 4: reference, 6: short, 8: "Sofa"}
-        by_step.update({10: reference, 12: reference})
+        # The best is step 4's, tied at step 10; BLEU 0 for "Sofa".
+        by_step = {2: "Sofa", 4: short, 6: "Sofa", 8: "Sofa", 10: short}
+        by_step.update({12: "Sofa", 14: "Sofa", 16: reference, 18: "Sofa"})
         model = compiled_model()
         scored = []
 
@@ -426,12 +426,13 @@ class CallbacksTest(TestCase):
             scored.append(callbacks_lib.current_step(model))
             return {"outputs": tf.constant([by_step[scored[-1]]] * len(inputs))}
 
-        def run(epochs, patience=2, final_step=100):
+        def run(epochs, patience=2, final_step=100, interrupted=None):
             evaluator = perfect_bleu(
                 every_steps=2,
                 final_step=final_step,
                 translate=translate,
                 summary_dir=summary_dir,
+                interrupted=interrupted,
             )
             keeper = callbacks_lib.KeepBestModel(
                 evaluator, os.path.join(folder, "best_model.keras")
@@ -442,57 +443,73 @@ class CallbacksTest(TestCase):
             self.fit([evaluator, keeper, stopper], epochs, model)
             return stopper
 
+        def step():
+            return callbacks_lib.current_step(model)
+
         # Steps 6 and 8 bring nothing above step 4's: 2 evaluations.
         stopper = run(epochs=10)
         self.assertEqual((stopper.stopped_step, scored), (8, [2, 4, 6, 8]))
-        self.assertEqual(callbacks_lib.current_step(model), 8)
+        self.assertEqual(step(), 8)
         # A rerun (8 is not in the summaries, which TensorBoard writes in
         # a run: as after a signal that skipped its BLEU) scores step 8,
         # and stops before any step; so does the next, which scores it
         # again (as the rerun of a finished run does).
         for _ in range(2):
             stopper = run(epochs=10)
-            self.assertEqual(stopper.stopped_step, 8)
-            self.assertEqual(callbacks_lib.current_step(model), 8)
+            self.assertEqual((stopper.stopped_step, step()), (8, 8))
         self.assertEqual(scored, [2, 4, 6, 8, 8, 8])
         self.assertEqual(
             callbacks_lib.logged_steps(summary_dir, "epoch_bleu"), [8]
         )
         # A larger patience goes on; the tie at step 10 is no better.
         stopper = run(epochs=10, patience=3)
-        self.assertEqual(stopper.stopped_step, 10)
-        self.assertEqual(scored[-2:], [8, 10])
+        self.assertEqual((stopper.stopped_step, scored[-2:]), (10, [8, 10]))
         # Never before `patience` evaluations since the best.
         stopper = run(epochs=1, patience=5)
-        self.assertIsNone(stopper.stopped_step)
-        self.assertEqual(callbacks_lib.current_step(model), 12)
+        self.assertEqual((stopper.stopped_step, step()), (None, 12))
         # Nor at the last step (5 evaluations after the best), which ends
         # the run anyway.
-        by_step[14] = "Sofa"
         stopper = run(epochs=1, patience=5, final_step=14)
-        self.assertIsNone(stopper.stopped_step)
-        self.assertEqual(callbacks_lib.current_step(model), 14)
+        self.assertEqual((stopper.stopped_step, step()), (None, 14))
+
+        # Resumed at a step whose BLEU a signal skipped (16): a signal
+        # during its scoring stops the run before any step, its decision
+        # unmade.
+        self.fit([], epochs=1, model=model)
+        stopper = run(epochs=1, interrupted=lambda: True)
+        self.assertEqual((stopper.stopped_step, step()), (None, 16))
+        self.assertTrue(model.stop_training)
+        # Scored, it is the new best: the run goes on.
+        stopper = run(epochs=1)
+        self.assertEqual((stopper.stopped_step, step()), (None, 18))
+        self.assertEqual(scored[-2:], [16, 18])
+        # Resumed off the evaluation steps with a lower patience: no BLEU
+        # there, no stop.
+        self.fit([], epochs=1, model=model, steps_per_epoch=1)
+        stopper = run(epochs=1, patience=1)
+        self.assertEqual((stopper.stopped_step, step()), (None, 21))
 
     def test_early_stopping_follows_the_first_worker(self):
         model = compiled_model()
-        evaluator = perfect_bleu(every_steps=2, final_step=100)
+        evaluator = perfect_bleu(every_steps=4, final_step=100)
         keeper = callbacks_lib.KeepBestModel(
             evaluator, os.path.join(fixtures.tempdir(self), "best.keras")
         )
-        stopper = callbacks_lib.EarlyStoppingOnBleu(keeper, 1, every_steps=2)
-        # Steps 2 and 4 score alike: stalled at 4 here, not on worker 0.
+        stopper = callbacks_lib.EarlyStoppingOnBleu(keeper, 1, every_steps=4)
+        # Steps 4 and 8 score alike: stalled at 8 here, not on worker 0.
         with mock.patch.object(
             callbacks_lib.distribution,
             "values_of_workers",
             side_effect=lambda strategy, values: np.array([[0], values]),
         ) as agree:
-            self.fit([evaluator, keeper, stopper], epochs=3, model=model)
+            self.fit([evaluator, keeper, stopper], epochs=5, model=model)
         self.assertIsNone(stopper.stopped_step)
-        self.assertEqual(callbacks_lib.current_step(model), 6)
-        # At the start and at each epoch's end, on every worker.
+        self.assertEqual(callbacks_lib.current_step(model), 10)
+        # At the start and at each epoch's end (scored or not), on every
+        # worker.
         self.assertEqual(
             [call.args[1] for call in agree.call_args_list],
-            [[0], [0], [1], [1]],
+            [[0], [0], [0], [0], [1], [0]],
         )
 
     def test_bleu_needs_matching_references(self):

@@ -309,14 +309,15 @@ class TrainerTest(TestCase):
         folder = fixtures.tempdir(self)
         holder = keras.callbacks.Callback()  # Keras gives it the model.
         score = evaluation.score
-        # Dev BLEU by step: the best at step 4, nothing above it at 6 and 8.
-        by_step = {2: 10.0, 4: 20.0, 6: 5.0, 8: 20.0}
+        # Dev BLEU every 4 steps (checkpoints every 2): the best at step 8,
+        # nothing above it at 12 and 16.
+        by_step = {4: 10.0, 8: 20.0, 12: 5.0, 16: 20.0, 20: 5.0}
 
         def scored_by_step(*args):
             step = callbacks_lib.current_step(holder.model)
             return dataclasses.replace(score(*args), bleu=by_step[step])
 
-        def run():
+        def run(patience=2):
             batches = []
             recorder = keras.callbacks.LambdaCallback(
                 on_train_batch_end=lambda batch, logs: batches.append(batch)
@@ -324,28 +325,33 @@ class TrainerTest(TestCase):
             with mock.patch.object(evaluation, "score", scored_by_step):
                 result = self.run_training(
                     folder,
-                    train_steps=12,
-                    bleu_every_steps=2,
+                    train_steps=20,
+                    bleu_every_steps=4,
                     bleu_max_sentences=2,
-                    early_stopping_patience=2,
+                    early_stopping_patience=patience,
                     extra_callbacks=(holder, recorder),
                 )
             return result, len(batches)
 
         result, trained = run()
-        self.assertEqual(trained, 8)
+        self.assertEqual(trained, 16)
         self.assertTrue(result.stopped_early)
-        self.assertEqual((result.step, result.dev_bleu), (8, 20.0))
-        self.assertEqual((result.best_step, result.best_dev_bleu), (4, 20.0))
+        self.assertEqual((result.step, result.dev_bleu), (16, 20.0))
+        self.assertEqual((result.best_step, result.best_dev_bleu), (8, 20.0))
         model = keras.saving.load_model(result.model_path)
-        self.assertEqual(callbacks_lib.current_step(model), 8)
-        # Its rerun resumes from the backup at step 8, trains no step (no
+        self.assertEqual(callbacks_lib.current_step(model), 16)
+        # Its rerun resumes from the backup at step 16, trains no step (no
         # throughput) and reports the same.
         again, trained = run()
         self.assertEqual(trained, 0)
         self.assertEqual(
             again, dataclasses.replace(result, tokens_per_second=None)
         )
+        # A larger patience trains on, to the last step.
+        result, trained = run(patience=3)
+        self.assertEqual(trained, 4)
+        self.assertFalse(result.stopped_early)
+        self.assertEqual((result.step, result.best_step), (20, 8))
 
     def test_a_remote_model_dir_trains_resumes_and_translates(self):
         # TensorFlow's in-memory filesystem stands for gs://: every file of
