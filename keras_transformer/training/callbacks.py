@@ -533,15 +533,22 @@ class DevEvaluator(keras.callbacks.Callback):
         if (
             step
             and self.due(step)
-            and step != self.last_step
             and self.summary_dir
-            and step not in logged_steps(self.summary_dir, "epoch_bleu")
+            and not self.scored(step)
         ):
             self.score_outside_epoch(step)
 
     def due(self, step) -> bool:
         """Whether BLEU is scored at `step` (an evaluation or the last)."""
         return step % self.every_steps == 0 or step >= self.final_step
+
+    def scored(self, step) -> bool:
+        """Whether `step` was scored: by this evaluator, or in the
+        summaries (by the run that trained it)."""
+        return step == self.last_step or bool(
+            self.summary_dir
+            and step in logged_steps(self.summary_dir, "epoch_bleu")
+        )
 
     def on_epoch_end(self, epoch, logs=None):
         self._trained = True
@@ -772,8 +779,7 @@ class EarlyStoppingOnBleu(keras.callbacks.Callback):
     whose BLEU a signal skipped scores it first, before any step, and stops
     there if it brought nothing better (a signal during that scoring ends
     the run before any step, for its rerun to score it). Place it after
-    the backup, whose
-    `on_train_begin` restores a resumed run's weights.
+    the backup, whose `on_train_begin` restores a resumed run's weights.
 
     Under a multi-worker strategy every worker scores the same weights,
     and they stop on the first worker's decision, all at one step.
@@ -809,10 +815,7 @@ class EarlyStoppingOnBleu(keras.callbacks.Callback):
         evaluator.score_resumed_step()
         self.best_model.consider()
         step = current_step(self.model)
-        scored = step == evaluator.last_step or (
-            evaluator.summary_dir is not None
-            and step in logged_steps(evaluator.summary_dir, "epoch_bleu")
-        )
+        scored = evaluator.scored(step)
         if self._stalled(step, scored):
             if evaluator.last_step != step:
                 # The rerun of a run stopped early reports its dev BLEU too.
