@@ -270,11 +270,18 @@ class AccumulationTest(TestCase):
 
         def step_peak_mib(model, x, y):
             model.train_on_batch(x, y)  # traces
-            tf.config.experimental.reset_memory_stats("CPU:0")
-            before = tf.config.experimental.get_memory_info("CPU:0")["current"]
-            model.train_on_batch(x, y)
-            peak = tf.config.experimental.get_memory_info("CPU:0")["peak"]
-            return (peak - before) / 2**20
+            peaks = []
+            # The least of three: the allocator's counts are the process's,
+            # and once in a full suite a step measured 16 MiB more (another
+            # thread's allocation, or a rare op order); the regression
+            # shows in every step.
+            for _ in range(3):
+                tf.config.experimental.reset_memory_stats("CPU:0")
+                info = tf.config.experimental.get_memory_info
+                before = info("CPU:0")["current"]
+                model.train_on_batch(x, y)
+                peaks.append((info("CPU:0")["peak"] - before) / 2**20)
+            return min(peaks)
 
         one_batch = step_peak_mib(compiled(config, initial), features, labels)
         four_batches = step_peak_mib(
