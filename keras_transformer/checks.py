@@ -69,6 +69,16 @@ def check_positive_number(name, value):
     return float(value)
 
 
+def check_non_negative_number(name, value):
+    """Returns `value` as a float; raises a ValueError unless it is a finite
+    real number >= 0 (not a bool, a string, NaN or infinity)."""
+    if not is_real(value) or not (math.isfinite(value) and value >= 0):
+        raise ValueError(
+            f"`{name}` must be a finite number >= 0. Received: {name}={value!r}"
+        )
+    return float(value)
+
+
 def check_rate(name, value):
     """Returns `value` as a float; raises a ValueError unless it is a dropout
     rate in [0, 1): the layers that own a `Dropout` check their own argument,

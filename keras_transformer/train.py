@@ -162,6 +162,15 @@ def define_flags(flag_values=FLAGS):
         lower_bound=0,
         **fv,
     )
+    flags.DEFINE_float(
+        "early_stopping_min_delta",
+        0.0,
+        "BLEU points a dev evaluation must gain over the last one that "
+        "counted as better to count too, as Keras's EarlyStopping(min_delta) "
+        "(with --early_stopping_patience).",
+        lower_bound=0.0,
+        **fv,
+    )
     flags.DEFINE_string(
         "model_dir",
         None,
@@ -408,6 +417,7 @@ def main(argv, flag_values=FLAGS):
             bleu_every_steps=flag_values.bleu_every_steps,
             bleu_max_sentences=flag_values.bleu_max_sentences,
             early_stopping_patience=flag_values.early_stopping_patience,
+            early_stopping_min_delta=flag_values.early_stopping_min_delta,
             strategy=flag_values.strategy,
             num_gpus=flag_values.num_gpus,
             tpu_address=flag_values.tpu,
@@ -428,16 +438,22 @@ def main(argv, flag_values=FLAGS):
         return stopped("train.py", preempted)
     print(f"Training data: {result.data_stats.describe()}")
     print(f"Trained to step {result.step}: {result.model_path}")
-    if result.stopped_early and result.best_step is None:
+    if result.stopped_early and result.improved_step is None:
         # A worker whose record of the best model is gone.
         print("Stopped early, on the first worker's decision.")
     elif result.stopped_early:
         evaluations = (
-            result.step - result.best_step
+            result.step - result.improved_step
         ) // flag_values.bleu_every_steps
+        gain = (
+            f" more than {flag_values.early_stopping_min_delta:g}"
+            if flag_values.early_stopping_min_delta
+            else ""
+        )
         print(
-            f"Stopped early: no dev BLEU above step {result.best_step}'s in "
-            f"the {evaluations} evaluations after it."
+            f"Stopped early: no dev BLEU{gain} above step "
+            f"{result.improved_step}'s in the {evaluations} evaluations "
+            "after it."
         )
     if result.dev_bleu is not None:
         print(f"Dev BLEU: {result.dev_bleu:.2f}")

@@ -166,6 +166,7 @@ class TrainFlagsTest(TestCase):
             "--bleu_every_steps=8",
             "--bleu_max_sentences=9",
             "--early_stopping_patience=3",
+            "--early_stopping_min_delta=0.25",
             "--strategy=mirrored",
             "--num_gpus=2",
             "--worker_startup_timeout=30",
@@ -195,6 +196,7 @@ class TrainFlagsTest(TestCase):
                 "bleu_every_steps": 8,
                 "bleu_max_sentences": 9,
                 "early_stopping_patience": 3,
+                "early_stopping_min_delta": 0.25,
                 "strategy": "mirrored",
                 "num_gpus": 2,
                 "tpu_address": None,
@@ -237,6 +239,7 @@ class TrainFlagsTest(TestCase):
             best_step=30,
             best_dev_bleu=28.004,
             stopped_early=False,
+            improved_step=None,
             tokens_per_second=1000.0,
             data_stats=mock.Mock(describe=lambda: "24 pairs"),
         )
@@ -249,15 +252,26 @@ class TrainFlagsTest(TestCase):
             "Best dev BLEU: 28.00 at step 30: /run/best_model.keras\n"
             "TensorBoard: tensorboard --logdir=/run/logs\n"
         )
-        for stopped_early, early_stopping_flags, line in (
-            (False, [], ""),
+        for improved_step, early_stopping_flags, line in (
+            (None, [], ""),
             (
-                True,
+                30,
                 # 2 evaluations after step 30's (a rerun may lower the
                 # patience below their count).
                 ["--bleu_every_steps=5", "--early_stopping_patience=1"],
                 "Stopped early: no dev BLEU above step 30's in the 2 "
                 "evaluations after it.\n",
+            ),
+            (
+                # Before the best, whose gain was too small to count.
+                20,
+                [
+                    "--bleu_every_steps=5",
+                    "--early_stopping_patience=3",
+                    "--early_stopping_min_delta=0.5",
+                ],
+                "Stopped early: no dev BLEU more than 0.5 above step 20's "
+                "in the 4 evaluations after it.\n",
             ),
         ):
             printed = io.StringIO()
@@ -266,7 +280,9 @@ class TrainFlagsTest(TestCase):
                     train.trainer,
                     "run_training",
                     return_value=dataclasses.replace(
-                        result, stopped_early=stopped_early
+                        result,
+                        stopped_early=improved_step is not None,
+                        improved_step=improved_step,
                     ),
                 ),
                 contextlib.redirect_stdout(printed),

@@ -20,6 +20,7 @@ import tensorflow as tf
 from absl import logging
 
 from keras_transformer import files
+from keras_transformer.checks import check_non_negative_number
 from keras_transformer.training import distribution
 
 CHECKPOINT_PATTERN = re.compile(r"^ckpt-(\d+)\.keras$")
@@ -661,7 +662,10 @@ class KeepBestModel(keras.callbacks.Callback):
 
     Attributes:
         best: the record of the saved model (`step`, `bleu`, `chrf`,
-            `perplexity` or None, `sentences`, `bleu_signature`), or None.
+            `perplexity` or None, `sentences`, `bleu_signature`, and
+            `improvements`: the `[step, bleu]` of every best so far, the
+            first to this one, from which `EarlyStoppingOnBleu` finds its
+            reference), or None.
     """
 
     def __init__(self, evaluator: DevEvaluator, path: str):
@@ -719,6 +723,20 @@ class KeepBestModel(keras.callbacks.Callback):
                 ),
                 None,
             )
+            improvements = record.get("improvements", [])
+            if not problem and not (
+                isinstance(improvements, list)
+                and all(
+                    isinstance(pair, list)
+                    and len(pair) == 2
+                    and all(isinstance(x, (int, float)) for x in pair)
+                    for pair in improvements
+                )
+            ):
+                problem = (
+                    f"its 'improvements' are {improvements!r}, not a list of "
+                    "[step, bleu] pairs"
+                )
         if problem:
             raise ValueError(
                 f"The record of the best model is damaged ({problem}); delete "
@@ -754,6 +772,7 @@ class KeepBestModel(keras.callbacks.Callback):
             "perplexity": perplexity.perplexity if perplexity else None,
             "sentences": len(self.evaluator.sources),
             "bleu_signature": scores.bleu_signature,
+            "improvements": improvements(self.best) + [[step, scores.bleu]],
         }
         # No record while the model is replaced: a kill in between leaves a
         # model without one, which the resumed run replaces (it scores the
@@ -765,17 +784,34 @@ class KeepBestModel(keras.callbacks.Callback):
         self.best = record
 
 
+def improvements(best: dict | None) -> list:
+    """The `[step, bleu]` of every best model so far, from its record
+    (`KeepBestModel.best`): one, the record's own, for a record written
+    before they were kept; none without a record."""
+    if best is None:
+        return []
+    return best.get("improvements") or [[best["step"], best["bleu"]]]
+
+
 class EarlyStoppingOnBleu(keras.callbacks.Callback):
     """Ends training once `patience` dev BLEU evaluations in a row brought
-    no BLEU above the best (OpenNMT-tf's `early_stopping`, Keras's
-    `EarlyStopping(patience=...)` on dev BLEU); the run ends there as at
-    its last step: its final model is the one of that step.
+    no BLEU more than `min_delta` above the reference (OpenNMT-tf's
+    `early_stopping`, Keras's `EarlyStopping(patience=..., min_delta=...)`
+    on dev BLEU); the run ends there as at its last step: its final model
+    is the one of that step.
 
-    Its state is the best model's record and the step: at a scored step
-    S, the run stops when the best is from step S - `patience` *
-    `every_steps` or earlier. So a rerun of a run stopped early trains no
-    further step (it scores S again, as the rerun of a finished run does),
-    and a rerun with a larger `patience` goes on. A run resumed at a step
+    The reference is, as in Keras's `EarlyStopping`, the BLEU of the last
+    evaluation that improved on the reference before it by more than
+    `min_delta` (the first evaluation's to begin with): a run creeping up
+    by less than `min_delta` an evaluation stops, one gaining that much
+    over several goes on. With `min_delta` 0 it is the best model's.
+
+    Its state is the best model's record (whose `improvements` give the
+    reference) and the step: at a scored step S, the run stops when the
+    reference is from step S - `patience` * `every_steps` or earlier. So
+    a rerun of a run stopped early trains no further step (it scores S
+    again, as the rerun of a finished run does), and a rerun with a larger
+    `patience` or a smaller `min_delta` goes on. A run resumed at a step
     whose BLEU a signal skipped scores it first, before any step, and stops
     there if it brought nothing better (a signal during that scoring ends
     the run before any step, for its rerun to score it). Place it after
@@ -789,9 +825,14 @@ class EarlyStoppingOnBleu(keras.callbacks.Callback):
         patience: evaluations without a better BLEU that end the run.
         every_steps: the steps between two evaluations.
         strategy: the run's strategy (for the workers' agreement).
+        min_delta: BLEU points an evaluation must gain over the reference
+            to count as better (>= 0).
 
     Attributes:
         stopped_step: the step the run stopped at, or None.
+        improved_step: the step of the reference, the last improvement,
+            when the run stopped (None if this worker has no record: it
+            stopped on the first worker's decision).
     """
 
     def __init__(
@@ -800,13 +841,16 @@ class EarlyStoppingOnBleu(keras.callbacks.Callback):
         patience: int,
         every_steps: int,
         strategy: tf.distribute.Strategy | None = None,
+        min_delta: float = 0.0,
     ):
         super().__init__()
         self.best_model = best_model
         self.patience = patience
         self.every_steps = every_steps
         self.strategy = strategy or tf.distribute.get_strategy()
+        self.min_delta = check_non_negative_number("min_delta", min_delta)
         self.stopped_step = None
+        self.improved_step = None
         # `(model._initial_epoch,)` while a `fit` skips every epoch.
         self._kept_initial_epoch = None
 
@@ -822,10 +866,16 @@ class EarlyStoppingOnBleu(keras.callbacks.Callback):
                 evaluator.score_outside_epoch(step)
             self._skip_epochs()
             self._stop(step)
-        elif step and evaluator.due(step) and not scored:
+        elif (
+            step
+            and evaluator.due(step)
+            and evaluator.summary_dir
+            and not scored
+        ):
             # A signal abandoned the resumed step's BLEU, which decides
             # whether the run goes on: no step before it is scored (the
             # signal ends the run; its rerun scores the step again).
+            # (Without summaries, no resumed step is scored: none waits.)
             self._skip_epochs()
             self.model.stop_training = True
 
@@ -849,12 +899,22 @@ class EarlyStoppingOnBleu(keras.callbacks.Callback):
         if stalled and not self.model.stop_training:
             self._stop(step)
 
+    def reference(self) -> list | None:
+        """The `[step, bleu]` of the reference (see the class), from the
+        best model's record; None before the first evaluation."""
+        reference = None
+        for step, bleu in improvements(self.best_model.best):
+            # Keras's test: the gain must exceed `min_delta`.
+            if reference is None or bleu - self.min_delta > reference[1]:
+                reference = [step, bleu]
+        return reference
+
     def _stalled(self, step, scored) -> bool:
-        best = self.best_model.best
+        reference = self.reference()
         stalled = (
             scored
-            and best is not None
-            and step - best["step"] >= self.patience * self.every_steps
+            and reference is not None
+            and step - reference[0] >= self.patience * self.every_steps
             # The last step ends the run anyway (and its rerun is a
             # finished run's).
             and step < self.best_model.evaluator.final_step
@@ -866,16 +926,18 @@ class EarlyStoppingOnBleu(keras.callbacks.Callback):
     def _stop(self, step):
         self.model.stop_training = True
         self.stopped_step = step
-        best = self.best_model.best
+        reference = self.reference()
         # (This worker's record may be missing: the first worker decided.)
-        if best is not None:
+        if reference is not None:
+            self.improved_step = reference[0]
             logging.info(
                 "Stopped early at step %d: dev BLEU has not improved on %.2f "
-                "(step %d) in %d evaluations.",
+                "(step %d) by more than %g in %d evaluations.",
                 step,
-                best["bleu"],
-                best["step"],
-                (step - best["step"]) // self.every_steps,
+                reference[1],
+                reference[0],
+                self.min_delta,
+                (step - reference[0]) // self.every_steps,
             )
 
 

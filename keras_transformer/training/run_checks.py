@@ -11,7 +11,11 @@ import tensorflow as tf
 from absl import logging
 
 from keras_transformer import files
-from keras_transformer.checks import is_integer, is_real
+from keras_transformer.checks import (
+    check_non_negative_number,
+    is_integer,
+    is_real,
+)
 
 SETTINGS_FILE = "settings.json"
 # Locked (`fcntl.flock`) by the process training in the directory.
@@ -55,6 +59,7 @@ def check_run_settings(
     bleu_max_sentences: int,
     seed: int,
     early_stopping_patience: int = 0,
+    early_stopping_min_delta: float = 0.0,
 ) -> None:
     """Fails unless the run's other numeric settings are in range.
 
@@ -63,8 +68,9 @@ def check_run_settings(
     (`seed`), or not at all: a NaN `learning_rate_scale` trains to NaN, and
     a negative `bleu_max_sentences` slices the dev set from its end, and
     `bleu_every_steps` with no `bleu_max_sentences` trains without BLEU
-    (as `early_stopping_patience` without `bleu_every_steps` would train
-    without early stopping).
+    (as `early_stopping_patience` without `bleu_every_steps`, or
+    `early_stopping_min_delta` without `early_stopping_patience`, would
+    train without early stopping).
 
     Raises:
         ValueError: naming the first bad value.
@@ -96,6 +102,17 @@ def check_run_settings(
             "or early_stopping_patience=0. Received: "
             f"early_stopping_patience={early_stopping_patience}, "
             f"bleu_every_steps={bleu_every_steps}"
+        )
+    check_non_negative_number(
+        "early_stopping_min_delta", early_stopping_min_delta
+    )
+    if early_stopping_min_delta and not early_stopping_patience:
+        raise ValueError(
+            "`early_stopping_min_delta` is the BLEU gain that early stopping "
+            "counts as better, which early_stopping_patience=0 turns off: "
+            "set early_stopping_patience too, or early_stopping_min_delta=0. "
+            f"Received: early_stopping_min_delta={early_stopping_min_delta}, "
+            f"early_stopping_patience={early_stopping_patience}"
         )
     if not (
         is_real(learning_rate_scale)

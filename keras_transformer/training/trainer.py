@@ -80,6 +80,11 @@ class TrainingResult:
         stopped_early: whether early stopping ended the run before
             `train_steps` (`callbacks.EarlyStoppingOnBleu`): `step` is
             where.
+        improved_step: when it stopped early, the step of the last dev
+            BLEU that counted as better (the best's, unless
+            `early_stopping_min_delta` left later gains out), or None
+            (also on a worker that stopped on the first worker's decision
+            without its own record).
         tokens_per_second: target tokens per second of the last epoch.
         data_stats: the training split's `DataStats`.
     """
@@ -95,6 +100,7 @@ class TrainingResult:
     best_step: int | None
     best_dev_bleu: float | None
     stopped_early: bool
+    improved_step: int | None
     tokens_per_second: float | None
     data_stats: object
 
@@ -192,6 +198,7 @@ def run_training(
     bleu_every_steps: int = 0,
     bleu_max_sentences: int = 500,
     early_stopping_patience: int = 0,
+    early_stopping_min_delta: float = 0.0,
     strategy: "str | tf.distribute.Strategy" = "default",
     num_gpus: int = 0,
     tpu_address: str | None = None,
@@ -250,10 +257,15 @@ def run_training(
         bleu_max_sentences: dev sentences translated for BLEU, whose
             references' perplexity is also reported (0: neither).
         early_stopping_patience: end the run once this many dev BLEU
-            evaluations in a row brought no BLEU above the best
-            (`callbacks.EarlyStoppingOnBleu`); 0 trains to `train_steps`.
+            evaluations in a row brought no BLEU above the best (by more
+            than `early_stopping_min_delta`;
+            `callbacks.EarlyStoppingOnBleu`); 0 trains to `train_steps`.
             Needs `bleu_every_steps`. A rerun of a run stopped early
             trains no further (a larger patience goes on).
+        early_stopping_min_delta: BLEU points an evaluation must gain
+            over early stopping's reference (the last evaluation that
+            gained that much, as in Keras's `EarlyStopping(min_delta=...)`)
+            to count as better; needs `early_stopping_patience`.
         strategy: a strategy name (with `num_gpus`, see
             `distribution.create_strategy`) or a `tf.distribute.Strategy`.
         num_gpus: see `distribution.create_strategy`.
@@ -309,6 +321,7 @@ def run_training(
         bleu_every_steps=bleu_every_steps,
         bleu_max_sentences=bleu_max_sentences,
         early_stopping_patience=early_stopping_patience,
+        early_stopping_min_delta=early_stopping_min_delta,
         mixed_precision=mixed_precision,
         seed=seed,
     )
@@ -503,6 +516,7 @@ def run_training(
                 early_stopping_patience,
                 bleu_every_steps,
                 strategy_obj,
+                min_delta=early_stopping_min_delta,
             )
             run_callbacks.append(early_stopping)
         # After the backup, so they see a resumed run's restored state.
@@ -567,6 +581,9 @@ def run_training(
             best_step=best["step"] if best else None,
             best_dev_bleu=best["bleu"] if best else None,
             stopped_early=bool(early_stopping and early_stopping.stopped_step),
+            improved_step=early_stopping.improved_step
+            if early_stopping
+            else None,
             tokens_per_second=rates[-1] if rates else None,
             data_stats=batches.stats,
             **paths,
@@ -588,6 +605,7 @@ def _check_run_arguments(
     bleu_every_steps,
     bleu_max_sentences,
     early_stopping_patience,
+    early_stopping_min_delta,
     mixed_precision,
     seed,
 ):
@@ -604,6 +622,7 @@ def _check_run_arguments(
         bleu_every_steps=bleu_every_steps,
         bleu_max_sentences=bleu_max_sentences,
         early_stopping_patience=early_stopping_patience,
+        early_stopping_min_delta=early_stopping_min_delta,
         seed=seed,
     )
     check_positive_int(

@@ -1,6 +1,7 @@
 """Tests of the training callbacks on a tiny compiled model."""
 
 import contextlib
+import dataclasses
 import io
 import json
 import os
@@ -59,6 +60,18 @@ def perfect_bleu(every_steps, final_step, translate=copy_translation, **kwargs):
         final_step=final_step,
         **kwargs,
     )
+
+
+def bleu_by_step(model, by_step):
+    """Patches sacreBLEU: the dev BLEU of `model`'s step is `by_step[step]`
+    (its other scores are the translation's)."""
+    score = evaluation.score
+
+    def scored(*args):
+        bleu = float(by_step[callbacks_lib.current_step(model)])
+        return dataclasses.replace(score(*args), bleu=bleu)
+
+    return mock.patch.object(evaluation, "score", scored)
 
 
 class CallbacksTest(TestCase):
@@ -350,6 +363,10 @@ class CallbacksTest(TestCase):
             ("{", "not JSON: Expecting"),
             ("[4]", "its 'step' is None, not a number"),
             ('{"step": 4, "sentences": 2}', "its 'bleu' is None"),
+            (
+                '{"step": 4, "bleu": 1, "sentences": 2, "improvements": [4]}',
+                "its 'improvements' are [4], not a list of [step, bleu] pairs",
+            ),
         ):
             with open(record_path, "w") as file:
                 file.write(content)
@@ -488,6 +505,137 @@ class CallbacksTest(TestCase):
         self.fit([], epochs=1, model=model, steps_per_epoch=1)
         stopper = run(epochs=1, patience=1)
         self.assertEqual((stopper.stopped_step, step()), (None, 21))
+
+    def test_early_stopping_decides_as_keras_early_stopping(self):
+        # Keras's `EarlyStopping` on the logged BLEU is the oracle for when
+        # a run stops, `min_delta` included: random BLEU curves in
+        # multiples of 0.25 (exact in floating point, so gains equal to
+        # `min_delta` occur and are not enough).
+        model = compiled_model()
+        rng = np.random.default_rng(0)
+        stopped = []
+        for patience, min_delta in ((1, 0.0), (2, 0.5), (3, 1.0), (4, 0.25)):
+            start = callbacks_lib.current_step(model)
+            gains = rng.choice([-1.0, -0.25, 0.0, 0.25, 0.5, 0.75, 1.5], 10)
+            values = np.cumsum(gains) + 10.0
+            by_step = {start + 2 * (i + 1): v for i, v in enumerate(values)}
+            evaluator = perfect_bleu(every_steps=2, final_step=1000)
+            keeper = callbacks_lib.KeepBestModel(
+                evaluator,
+                os.path.join(fixtures.tempdir(self), "best_model.keras"),
+            )
+            stopper = callbacks_lib.EarlyStoppingOnBleu(
+                keeper, patience, every_steps=2, min_delta=min_delta
+            )
+            oracle = keras.callbacks.EarlyStopping(
+                "bleu", min_delta=min_delta, patience=patience, mode="max"
+            )
+            with (
+                self.subTest(patience=patience, min_delta=min_delta),
+                bleu_by_step(model, by_step),
+            ):
+                self.fit([evaluator, keeper, stopper, oracle], 10, model)
+                oracle_step = (
+                    start + 2 * (oracle.stopped_epoch + 1)
+                    if oracle.stopped_epoch
+                    else None
+                )
+                self.assertEqual(stopper.stopped_step, oracle_step)
+                stopped.append(oracle_step is not None)
+        # Both outcomes occur: the comparison is no vacuous one.
+        self.assertCountEqual(set(stopped), [True, False])
+
+    def test_early_stopping_min_delta_through_reruns(self):
+        folder = fixtures.tempdir(self)
+        summary_dir = os.path.join(folder, "logs", "train")
+        record_path = os.path.join(folder, "best_model.json")
+        model = compiled_model()
+        # Each a new best; only 6's gains more than 0.5 over the
+        # reference (step 2's) before step 14's 11.3, which gains 0.5
+        # exactly over step 6's: not more.
+        by_step = {2: 10.0, 4: 10.4, 6: 10.8, 8: 11.0, 10: 11.2}
+        by_step.update({12: 11.1, 14: 11.3, 16: 11.0})
+
+        def run(epochs, min_delta=0.5, patience=2):
+            evaluator = perfect_bleu(
+                every_steps=2, final_step=100, summary_dir=summary_dir
+            )
+            keeper = callbacks_lib.KeepBestModel(
+                evaluator, os.path.join(folder, "best_model.keras")
+            )
+            stopper = callbacks_lib.EarlyStoppingOnBleu(
+                keeper, patience, every_steps=2, min_delta=min_delta
+            )
+            with bleu_by_step(model, by_step):
+                self.fit([evaluator, keeper, stopper], epochs, model)
+            return keeper, stopper
+
+        def stop():
+            return stopper.stopped_step, stopper.improved_step
+
+        keeper, stopper = run(epochs=10)
+        self.assertEqual(stop(), (10, 6))
+        self.assertEqual(keeper.best["step"], 10)
+        self.assertEqual(
+            keeper.best["improvements"],
+            [[2, 10.0], [4, 10.4], [6, 10.8], [8, 11.0], [10, 11.2]],
+        )
+        self.assertEqual(stopper.reference(), [6, 10.8])
+        # Its rerun stops again before any step; one without the minimum
+        # gain goes on (step 10 is the reference), to the new best at 14.
+        _, stopper = run(epochs=10)
+        self.assertEqual(
+            (stop(), callbacks_lib.current_step(model)), ((10, 6), 10)
+        )
+        _, stopper = run(epochs=2, min_delta=0.0)
+        self.assertEqual(
+            (stop(), callbacks_lib.current_step(model)), ((None, None), 14)
+        )
+        # With it, 14's gain of 0.5 over step 6's does not count.
+        keeper, stopper = run(epochs=10)
+        self.assertEqual(
+            (stop(), callbacks_lib.current_step(model)), ((14, 6), 14)
+        )
+        self.assertEqual(keeper.best["improvements"][-1], [14, 11.3])
+        # A record written before the improvements were kept: its own step
+        # is the reference.
+        with open(record_path) as file:
+            record = json.load(file)
+        del record["improvements"]
+        with open(record_path, "w") as file:
+            json.dump(record, file)
+        _, stopper = run(epochs=10, patience=1)
+        self.assertEqual(
+            (stop(), callbacks_lib.current_step(model)), ((16, 14), 16)
+        )
+
+    def test_early_stopping_of_a_run_without_summaries_trains_on(self):
+        # Without summaries nothing tells a resumed step's skipped BLEU
+        # from one scored: the run resumed at an evaluation step trains
+        # on (it stopped there only for a signal that abandoned scoring).
+        model = compiled_model()
+        model.optimizer.iterations.assign(4)
+        evaluator = perfect_bleu(every_steps=2, final_step=100)
+        keeper = callbacks_lib.KeepBestModel(
+            evaluator, os.path.join(fixtures.tempdir(self), "best.keras")
+        )
+        stopper = callbacks_lib.EarlyStoppingOnBleu(keeper, 2, every_steps=2)
+        self.fit([evaluator, keeper, stopper], epochs=1, model=model)
+        self.assertEqual(callbacks_lib.current_step(model), 6)
+        self.assertEqual(keeper.best["step"], 6)
+
+    def test_early_stopping_min_delta_is_a_bleu_gain(self):
+        keeper = callbacks_lib.KeepBestModel(
+            perfect_bleu(every_steps=2, final_step=10), os.devnull
+        )
+        for min_delta in (-0.5, float("inf"), True, "0.5"):
+            with self.assertRaisesRegex(
+                ValueError,
+                re.escape(f"Received: min_delta={min_delta!r}") + "$",
+            ):
+                callbacks_lib.EarlyStoppingOnBleu(
+                    keeper, 2, every_steps=2, min_delta=min_delta
+                )
 
     def test_early_stopping_follows_the_first_worker(self):
         model = compiled_model()

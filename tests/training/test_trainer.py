@@ -309,15 +309,15 @@ class TrainerTest(TestCase):
         folder = fixtures.tempdir(self)
         holder = keras.callbacks.Callback()  # Keras gives it the model.
         score = evaluation.score
-        # Dev BLEU every 4 steps (checkpoints every 2): the best at step 8,
-        # nothing above it at 12 and 16.
-        by_step = {4: 10.0, 8: 20.0, 12: 5.0, 16: 20.0, 20: 5.0}
+        # Dev BLEU every 4 steps (checkpoints every 2): step 8's is the
+        # last more than 0.5 above the one before it, step 16's the best.
+        by_step = {4: 10.0, 8: 20.0, 12: 5.0, 16: 20.25, 20: 5.0}
 
         def scored_by_step(*args):
             step = callbacks_lib.current_step(holder.model)
             return dataclasses.replace(score(*args), bleu=by_step[step])
 
-        def run(patience=2):
+        def run(min_delta):
             batches = []
             recorder = keras.callbacks.LambdaCallback(
                 on_train_batch_end=lambda batch, logs: batches.append(batch)
@@ -328,30 +328,34 @@ class TrainerTest(TestCase):
                     train_steps=20,
                     bleu_every_steps=4,
                     bleu_max_sentences=2,
-                    early_stopping_patience=patience,
+                    early_stopping_patience=2,
+                    early_stopping_min_delta=min_delta,
                     extra_callbacks=(holder, recorder),
                 )
             return result, len(batches)
 
-        result, trained = run()
+        result, trained = run(min_delta=0.5)
         self.assertEqual(trained, 16)
         self.assertTrue(result.stopped_early)
-        self.assertEqual((result.step, result.dev_bleu), (16, 20.0))
-        self.assertEqual((result.best_step, result.best_dev_bleu), (8, 20.0))
+        self.assertEqual((result.step, result.dev_bleu), (16, 20.25))
+        self.assertEqual((result.best_step, result.best_dev_bleu), (16, 20.25))
+        self.assertEqual(result.improved_step, 8)
         model = keras.saving.load_model(result.model_path)
         self.assertEqual(callbacks_lib.current_step(model), 16)
         # Its rerun resumes from the backup at step 16, trains no step (no
         # throughput) and reports the same.
-        again, trained = run()
+        again, trained = run(min_delta=0.5)
         self.assertEqual(trained, 0)
         self.assertEqual(
             again, dataclasses.replace(result, tokens_per_second=None)
         )
-        # A larger patience trains on, to the last step.
-        result, trained = run(patience=3)
+        # Without the minimum gain, step 16's counts: the run trains on, to
+        # the last step.
+        result, trained = run(min_delta=0.0)
         self.assertEqual(trained, 4)
         self.assertFalse(result.stopped_early)
-        self.assertEqual((result.step, result.best_step), (20, 8))
+        self.assertEqual((result.step, result.best_step), (20, 16))
+        self.assertIsNone(result.improved_step)
 
     def test_a_remote_model_dir_trains_resumes_and_translates(self):
         # TensorFlow's in-memory filesystem stands for gs://: every file of
@@ -926,6 +930,9 @@ class TrainerTest(TestCase):
             ("bleu_every_steps", -2),
             ("early_stopping_patience", -1),
             ("early_stopping_patience", 2.0),
+            ("early_stopping_min_delta", -0.5),
+            ("early_stopping_min_delta", float("nan")),
+            ("early_stopping_min_delta", "0.5"),
         ):
             with (
                 self.subTest(name=name, value=value),
@@ -947,10 +954,23 @@ class TrainerTest(TestCase):
             run_checks.check_run_settings(
                 **{**settings, "early_stopping_patience": 2}
             )
+        # And the minimum gain is early stopping's.
+        with self.assertRaisesRegex(
+            ValueError,
+            re.escape(
+                "set early_stopping_patience too, or "
+                "early_stopping_min_delta=0. Received: "
+                "early_stopping_min_delta=0.5, early_stopping_patience=0"
+            ),
+        ):
+            run_checks.check_run_settings(
+                **{**settings, "early_stopping_min_delta": 0.5}
+            )
         run_checks.check_run_settings(
             **{
                 **settings,
                 "early_stopping_patience": 2,
+                "early_stopping_min_delta": 0.5,
                 "bleu_every_steps": 2,
                 "bleu_max_sentences": 4,
             }
