@@ -20,7 +20,7 @@ import tensorflow as tf
 from absl import logging
 
 from keras_transformer import files
-from keras_transformer.checks import check_non_negative_number
+from keras_transformer.checks import check_non_negative_number, is_real
 from keras_transformer.training import distribution
 
 CHECKPOINT_PATTERN = re.compile(r"^ckpt-(\d+)\.keras$")
@@ -656,16 +656,24 @@ class KeepBestModel(keras.callbacks.Callback):
     on from the record: a redone interval's step scores the same and is not
     saved again.
 
+    The record also lists every best's step and BLEU (`improvements`), from
+    which `EarlyStoppingOnBleu` finds its reference. The best model starts
+    over (with a warning) when its file is gone or a kill came while it was
+    written, and keeps that list; when the run scores other dev sentences,
+    the list starts over too.
+
     Args:
         evaluator: the run's `DevEvaluator`.
         path: the `.keras` file of the best model.
 
     Attributes:
         best: the record of the saved model (`step`, `bleu`, `chrf`,
-            `perplexity` or None, `sentences`, `bleu_signature`, and
-            `improvements`: the `[step, bleu]` of every best so far, the
-            first to this one, from which `EarlyStoppingOnBleu` finds its
-            reference), or None.
+            `perplexity` or None, `sentences`, `bleu_signature`,
+            `improvements`, and `model_saved`, false while the model is
+            written), or None.
+        improvements: the `[step, bleu]` of every best so far, oldest
+            first (one, the record's own, from a record written before
+            they were kept).
     """
 
     def __init__(self, evaluator: DevEvaluator, path: str):
@@ -674,6 +682,7 @@ class KeepBestModel(keras.callbacks.Callback):
         self.path = path
         self.record_path = os.path.splitext(path)[0] + ".json"
         self.best = None
+        self.improvements = []
         self._considered = None
         self._read = False
 
@@ -684,14 +693,20 @@ class KeepBestModel(keras.callbacks.Callback):
         self.best = self._read_record()
         if self.best is None:
             return
+        self.improvements = self.best.get("improvements") or [
+            [self.best["step"], self.best["bleu"]]
+        ]
         problem = None
-        if not tf.io.gfile.exists(self.path):
-            problem = f"its model, {self.path}, is missing"
-        elif self.best["sentences"] != len(self.evaluator.sources):
+        if self.best["sentences"] != len(self.evaluator.sources):
             problem = (
                 f"it was scored on {self.best['sentences']} dev sentences, "
                 f"this run scores {len(self.evaluator.sources)}"
             )
+            self.improvements = []
+        elif not self.best.get("model_saved", True):
+            problem = f"the run stopped while it wrote {self.path}"
+        elif not tf.io.gfile.exists(self.path):
+            problem = f"its model, {self.path}, is missing"
         if problem:
             logging.warning(
                 "The best model starts over at the next dev BLEU: %s names "
@@ -715,27 +730,34 @@ class KeepBestModel(keras.callbacks.Callback):
         else:
             if not isinstance(record, dict):
                 record = {"record": record}  # Names no step: damaged.
+            improvements = record.get("improvements", [])
             problem = next(
                 (
                     f"its {key!r} is {record.get(key)!r}, not a number"
                     for key in ("step", "bleu", "sentences")
-                    if not isinstance(record.get(key), (int, float))
+                    if not is_real(record.get(key))
                 ),
                 None,
             )
-            improvements = record.get("improvements", [])
             if not problem and not (
                 isinstance(improvements, list)
                 and all(
                     isinstance(pair, list)
                     and len(pair) == 2
-                    and all(isinstance(x, (int, float)) for x in pair)
+                    and all(is_real(number) for number in pair)
                     for pair in improvements
                 )
             ):
                 problem = (
                     f"its 'improvements' are {improvements!r}, not a list of "
                     "[step, bleu] pairs"
+                )
+            if not problem and not isinstance(
+                record.get("model_saved", True), bool
+            ):
+                problem = (
+                    f"its 'model_saved' is {record['model_saved']!r}, not "
+                    "true or false"
                 )
         if problem:
             raise ValueError(
@@ -765,6 +787,9 @@ class KeepBestModel(keras.callbacks.Callback):
         if self.best is not None and scores.bleu <= self.best["bleu"]:
             return
         perplexity = self.evaluator.last_perplexity
+        # (Not a later step's, that a kill while its model was written left:
+        # the resumed run scores that step again.)
+        earlier = [pair for pair in self.improvements if pair[0] < step]
         record = {
             "step": step,
             "bleu": scores.bleu,
@@ -772,25 +797,20 @@ class KeepBestModel(keras.callbacks.Callback):
             "perplexity": perplexity.perplexity if perplexity else None,
             "sentences": len(self.evaluator.sources),
             "bleu_signature": scores.bleu_signature,
-            "improvements": improvements(self.best) + [[step, scores.bleu]],
+            "improvements": earlier + [[step, scores.bleu]],
         }
-        # No record while the model is replaced: a kill in between leaves a
-        # model without one, which the resumed run replaces (it scores the
-        # interval again), never a record naming another step's model.
-        if tf.io.gfile.exists(self.record_path):
-            tf.io.gfile.remove(self.record_path)
+        # The record says the model is being written until it is: a kill in
+        # between leaves a model that may be the earlier one, which the
+        # resumed run replaces (it scores the interval again), never a
+        # record naming another step's model; and the improvements stay.
+        files.write_whole(
+            self.record_path,
+            json.dumps({**record, "model_saved": False}, indent=2),
+        )
         save_model(self.model, self.path)
+        record["model_saved"] = True
         files.write_whole(self.record_path, json.dumps(record, indent=2))
-        self.best = record
-
-
-def improvements(best: dict | None) -> list:
-    """The `[step, bleu]` of every best model so far, from its record
-    (`KeepBestModel.best`): one, the record's own, for a record written
-    before they were kept; none without a record."""
-    if best is None:
-        return []
-    return best.get("improvements") or [[best["step"], best["bleu"]]]
+        self.best, self.improvements = record, record["improvements"]
 
 
 class EarlyStoppingOnBleu(keras.callbacks.Callback):
@@ -802,16 +822,20 @@ class EarlyStoppingOnBleu(keras.callbacks.Callback):
 
     The reference is, as in Keras's `EarlyStopping`, the BLEU of the last
     evaluation that improved on the reference before it by more than
-    `min_delta` (the first evaluation's to begin with): a run creeping up
-    by less than `min_delta` an evaluation stops, one gaining that much
-    over several goes on. With `min_delta` 0 it is the best model's.
+    `min_delta` (the first evaluation's to begin with). Gains add up from
+    the reference, not from the best: with `min_delta` 0.5, evaluations
+    gaining 0.3 each count every second one; a run stops once `patience`
+    evaluations bring no more than 0.5 over the reference. With
+    `min_delta` 0 the reference is the best model's.
 
-    Its state is the best model's record (whose `improvements` give the
-    reference) and the step: at a scored step S, the run stops when the
-    reference is from step S - `patience` * `every_steps` or earlier. So
-    a rerun of a run stopped early trains no further step (it scores S
-    again, as the rerun of a finished run does), and a rerun with a larger
-    `patience` or a smaller `min_delta` goes on. A run resumed at a step
+    Its state is the best model's `improvements` (the record's), from which
+    the reference follows, and the step: at a scored step S, the run stops
+    when the reference is from step S - `patience` * `every_steps` or
+    earlier. So a rerun of a run stopped early trains no further step (it
+    scores S again, as the rerun of a finished run does), and a rerun with
+    a larger `patience` goes on, as may one with a smaller `min_delta`.
+    A record written before the improvements were kept counts its own
+    step as the reference. A run resumed at a step
     whose BLEU a signal skipped scores it first, before any step, and stops
     there if it brought nothing better (a signal during that scoring ends
     the run before any step, for its rerun to score it). Place it after
@@ -859,6 +883,19 @@ class EarlyStoppingOnBleu(keras.callbacks.Callback):
         evaluator.score_resumed_step()
         self.best_model.consider()
         step = current_step(self.model)
+        # A step whose BLEU is due decides whether the run goes on: one
+        # missing from the summaries is scored above; without summaries,
+        # nothing tells whether it was, and it is scored here when the
+        # reference is far enough behind for the run to stop.
+        needed = (
+            step
+            and evaluator.due(step)
+            and not evaluator.scored(step)
+            and (evaluator.summary_dir or self._reference_behind(step))
+        )
+        if needed and not evaluator.summary_dir:
+            evaluator.score_outside_epoch(step)
+            self.best_model.consider()
         scored = evaluator.scored(step)
         if self._stalled(step, scored):
             if evaluator.last_step != step:
@@ -866,16 +903,10 @@ class EarlyStoppingOnBleu(keras.callbacks.Callback):
                 evaluator.score_outside_epoch(step)
             self._skip_epochs()
             self._stop(step)
-        elif (
-            step
-            and evaluator.due(step)
-            and evaluator.summary_dir
-            and not scored
-        ):
+        elif needed and not scored:
             # A signal abandoned the resumed step's BLEU, which decides
             # whether the run goes on: no step before it is scored (the
             # signal ends the run; its rerun scores the step again).
-            # (Without summaries, no resumed step is scored: none waits.)
             self._skip_epochs()
             self.model.stop_training = True
 
@@ -899,22 +930,31 @@ class EarlyStoppingOnBleu(keras.callbacks.Callback):
         if stalled and not self.model.stop_training:
             self._stop(step)
 
-    def reference(self) -> list | None:
-        """The `[step, bleu]` of the reference (see the class), from the
-        best model's record; None before the first evaluation."""
+    def reference(self, step: int) -> list | None:
+        """The `[step, bleu]` of the reference at `step` (see the class),
+        from the best model's improvements; None before the first
+        evaluation."""
         reference = None
-        for step, bleu in improvements(self.best_model.best):
+        for scored_step, bleu in self.best_model.improvements:
             # Keras's test: the gain must exceed `min_delta`.
-            if reference is None or bleu - self.min_delta > reference[1]:
-                reference = [step, bleu]
+            if scored_step <= step and (
+                reference is None or bleu - self.min_delta > reference[1]
+            ):
+                reference = [scored_step, bleu]
         return reference
 
+    def _reference_behind(self, step) -> bool:
+        """Whether the reference is `patience` evaluations before `step`."""
+        reference = self.reference(step)
+        return (
+            reference is not None
+            and step - reference[0] >= self.patience * self.every_steps
+        )
+
     def _stalled(self, step, scored) -> bool:
-        reference = self.reference()
         stalled = (
             scored
-            and reference is not None
-            and step - reference[0] >= self.patience * self.every_steps
+            and self._reference_behind(step)
             # The last step ends the run anyway (and its rerun is a
             # finished run's).
             and step < self.best_model.evaluator.final_step
@@ -926,7 +966,7 @@ class EarlyStoppingOnBleu(keras.callbacks.Callback):
     def _stop(self, step):
         self.model.stop_training = True
         self.stopped_step = step
-        reference = self.reference()
+        reference = self.reference(step)
         # (This worker's record may be missing: the first worker decided.)
         if reference is not None:
             self.improved_step = reference[0]

@@ -257,9 +257,10 @@ def run_training(
         bleu_max_sentences: dev sentences translated for BLEU, whose
             references' perplexity is also reported (0: neither).
         early_stopping_patience: end the run once this many dev BLEU
-            evaluations in a row brought no BLEU above the best (by more
-            than `early_stopping_min_delta`;
-            `callbacks.EarlyStoppingOnBleu`); 0 trains to `train_steps`.
+            evaluations in a row brought no BLEU above the best (with
+            `early_stopping_min_delta`, none more than that above the
+            reference; `callbacks.EarlyStoppingOnBleu`); 0 trains to
+            `train_steps`.
             Needs `bleu_every_steps`. A rerun of a run stopped early
             trains no further (a larger patience goes on).
         early_stopping_min_delta: BLEU points an evaluation must gain

@@ -351,21 +351,45 @@ class CallbacksTest(TestCase):
         )
         self.assertEqual((saved[-1], record()["step"]), (16, 16))
 
-        # A save that fails (a kill) leaves no record naming another model.
+        # A save that fails (a kill) leaves a record that says its model
+        # is not written, never one naming another model; the resumed run
+        # starts the best over, and keeps the improvements.
         def fail(saved_model, saved_path):
             raise OSError("disk full")
 
         with self.assertRaisesRegex(OSError, "disk full"):
             run(epochs=1, sentences=3, save=fail)  # step 18, BLEU > 0
-        self.assertFalse(os.path.exists(record_path))
+        self.assertEqual(
+            (record()["step"], record()["model_saved"]), (18, False)
+        )
+        # (Resumed from the backup of step 16, it scores step 18 again.)
+        model.optimizer.iterations.assign(16)
+        with self.assertLogs("absl", "WARNING") as logs:
+            keeper = run(epochs=1, sentences=3)
+        self.assertIn("the run stopped while it wrote", logs.output[0])
+        self.assertEqual(keeper.best, record())
+        self.assertEqual(
+            [(step, bleu > 0) for step, bleu in keeper.improvements],
+            [(16, False), (18, True)],
+        )
+        self.assertTrue(record()["model_saved"])
         # A damaged record stops the run before it trains, naming it.
         for content, problem in (
             ("{", "not JSON: Expecting"),
             ("[4]", "its 'step' is None, not a number"),
             ('{"step": 4, "sentences": 2}', "its 'bleu' is None"),
+            ('{"step": 4, "bleu": true, "sentences": 2}', "its 'bleu' is True"),
             (
                 '{"step": 4, "bleu": 1, "sentences": 2, "improvements": [4]}',
                 "its 'improvements' are [4], not a list of [step, bleu] pairs",
+            ),
+            (
+                '{"step": 4, "bleu": 1, "sentences": 2, "improvements": [[4]]}',
+                "its 'improvements' are [[4]], not a list",
+            ),
+            (
+                '{"step": 4, "bleu": 1, "sentences": 2, "model_saved": 1}',
+                "its 'model_saved' is 1, not true or false",
             ),
         ):
             with open(record_path, "w") as file:
@@ -580,7 +604,8 @@ class CallbacksTest(TestCase):
             keeper.best["improvements"],
             [[2, 10.0], [4, 10.4], [6, 10.8], [8, 11.0], [10, 11.2]],
         )
-        self.assertEqual(stopper.reference(), [6, 10.8])
+        self.assertEqual(stopper.reference(10), [6, 10.8])
+        self.assertEqual(stopper.reference(5), [2, 10.0])
         # Its rerun stops again before any step; one without the minimum
         # gain goes on (step 10 is the reference), to the new best at 14.
         _, stopper = run(epochs=10)
@@ -609,20 +634,41 @@ class CallbacksTest(TestCase):
             (stop(), callbacks_lib.current_step(model)), ((16, 14), 16)
         )
 
-    def test_early_stopping_of_a_run_without_summaries_trains_on(self):
-        # Without summaries nothing tells a resumed step's skipped BLEU
-        # from one scored: the run resumed at an evaluation step trains
-        # on (it stopped there only for a signal that abandoned scoring).
+    def test_early_stopping_without_summaries_scores_the_resumed_step(self):
+        # Without summaries nothing tells whether a resumed step's BLEU was
+        # scored: the rerun of a run stopped early scores it, and stops
+        # again; one resumed with a larger patience trains on.
         model = compiled_model()
-        model.optimizer.iterations.assign(4)
-        evaluator = perfect_bleu(every_steps=2, final_step=100)
-        keeper = callbacks_lib.KeepBestModel(
-            evaluator, os.path.join(fixtures.tempdir(self), "best.keras")
+        folder = fixtures.tempdir(self)
+        by_step = {2: 10.0, 4: 9.0, 6: 8.0, 8: 12.0}
+        scored = []
+
+        def translate(inputs):
+            scored.append(callbacks_lib.current_step(model))
+            return copy_translation(inputs)
+
+        def run(epochs, patience):
+            evaluator = perfect_bleu(2, 100, translate=translate)
+            keeper = callbacks_lib.KeepBestModel(
+                evaluator, os.path.join(folder, "best.keras")
+            )
+            stopper = callbacks_lib.EarlyStoppingOnBleu(
+                keeper, patience, every_steps=2
+            )
+            with bleu_by_step(model, by_step):
+                self.fit([evaluator, keeper, stopper], epochs, model)
+            return stopper.stopped_step
+
+        self.assertEqual(run(epochs=5, patience=1), 4)
+        self.assertEqual(run(epochs=5, patience=1), 4)
+        self.assertEqual(
+            (scored, callbacks_lib.current_step(model)), ([2, 4, 4], 4)
         )
-        stopper = callbacks_lib.EarlyStoppingOnBleu(keeper, 2, every_steps=2)
-        self.fit([evaluator, keeper, stopper], epochs=1, model=model)
-        self.assertEqual(callbacks_lib.current_step(model), 6)
-        self.assertEqual(keeper.best["step"], 6)
+        # Not where the reference is too recent for the run to stop.
+        self.assertIsNone(run(epochs=1, patience=3))
+        self.assertEqual(
+            (scored, callbacks_lib.current_step(model)), ([2, 4, 4, 6], 6)
+        )
 
     def test_early_stopping_min_delta_is_a_bleu_gain(self):
         keeper = callbacks_lib.KeepBestModel(

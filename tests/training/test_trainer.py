@@ -607,6 +607,10 @@ class TrainerTest(TestCase):
             ({"seed": -1}, "from 0 to 2\\*\\*32 - 1.*seed=-1"),
             ({"bleu_max_sentences": -1}, "bleu_max_sentences=-1"),
             ({"mixed_precision": "fp16"}, "mixed_precision='fp16'"),
+            (
+                {"early_stopping_min_delta": float("nan")},
+                "early_stopping_min_delta=nan",
+            ),
             # BLEU is computed at checkpoint ends only.
             (
                 {"bleu_every_steps": 3},
@@ -624,6 +628,11 @@ class TrainerTest(TestCase):
                 {"bleu_every_steps": 2, "bleu_max_sentences": 0},
                 "bleu_max_sentences=0 turns off.*"
                 "Received: bleu_every_steps=2, bleu_max_sentences=0",
+            ),
+            # Trained without early stopping, silently.
+            (
+                {"early_stopping_min_delta": 0.5},
+                "early_stopping_min_delta=0.5, early_stopping_patience=0$",
             ),
             # TensorFlow's own error names no flag to pass.
             (
