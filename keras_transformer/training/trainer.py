@@ -538,13 +538,15 @@ def run_training(
                     verbose=verbose,
                 )
                 if nan_stop.nan_step is None:
-                    if preemption.stopped is None and not preemption.pending:
-                        # In the block: a signal during the save waits for a
-                        # whole file.
-                        callbacks_lib.save_model(model, paths["model_path"])
-                    # Every worker alike (a collective: in the `try`, for a
-                    # worker lost meanwhile).
+                    # Every worker alike (collectives: in the `try`, for a
+                    # worker lost meanwhile): a signal to any worker since
+                    # the last step's agreement leaves the final model to
+                    # the rerun on all of them; one during the save (in the
+                    # block: it waits for a whole file) stops them after it.
                     preemption.agree_on_signals()
+                    if preemption.stopped is None:
+                        callbacks_lib.save_model(model, paths["model_path"])
+                        preemption.agree_on_signals()
             except tf.errors.OpError as error:
                 lost = distribution.lost_worker_error(
                     strategy_obj, error, backup.saved_step

@@ -203,6 +203,36 @@ class PreemptionTest(TestCase):
         self.assertNotIn("step 2: dev BLEU", printed)
         self.assertRegex(printed, r"step 4: dev BLEU .*\(2 sentences; ")
 
+    def test_another_workers_signal_after_the_last_step_saves_no_model(self):
+        # Under a multi-worker strategy, a signal to another worker after
+        # the last step's agreement: no worker writes the final model
+        # before they all stop (the rerun writes it), as for this worker's.
+        folder = fixtures.tempdir(self)
+        agree = preemption.SaveOnPreemption._agree
+        other_worker = []
+
+        def agree_with_another(callback):
+            return agree(callback) or (
+                other_worker[0] if other_worker else None
+            )
+
+        signal_to_another = keras.callbacks.LambdaCallback(
+            on_train_end=lambda logs: other_worker.append((signal.SIGTERM, 1))
+        )
+        with mock.patch.object(
+            preemption.SaveOnPreemption, "_agree", agree_with_another
+        ):
+            self.run_until_stopped(
+                re.escape("(sent to worker 1) at its last step 4,"),
+                folder,
+                train_steps=4,
+                bleu_max_sentences=0,
+                extra_callbacks=(signal_to_another,),
+            )
+        self.assertFalse(
+            os.path.exists(os.path.join(folder, "run", "model.keras"))
+        )
+
     @pytest.mark.slow
     def test_at_an_interval_end_saves_the_interval_but_skips_its_bleu(self):
         folder = fixtures.tempdir(self)
