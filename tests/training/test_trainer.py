@@ -114,6 +114,17 @@ class FirstStepRecorder(keras.callbacks.Callback):
             self.first_step = callbacks_lib.current_step(self.model)
 
 
+def bleu_by_step(by_step, step):
+    """Patches sacreBLEU: the dev BLEU is `by_step[step()]` (its other
+    scores are the translation's)."""
+    score = evaluation.score
+
+    def scored(*args):
+        return dataclasses.replace(score(*args), bleu=float(by_step[step()]))
+
+    return mock.patch.object(evaluation, "score", scored)
+
+
 def finite_weights(path):
     model = keras.saving.load_model(path)
     return all(np.isfinite(w).all() for w in model.get_weights())
@@ -308,21 +319,18 @@ class TrainerTest(TestCase):
     def test_early_stopping_ends_the_run_and_its_reruns_at_one_step(self):
         folder = fixtures.tempdir(self)
         holder = keras.callbacks.Callback()  # Keras gives it the model.
-        score = evaluation.score
         # Dev BLEU every 4 steps (checkpoints every 2): step 8's is the
         # last more than 0.5 above the one before it, step 16's the best.
         by_step = {4: 10.0, 8: 20.0, 12: 5.0, 16: 20.25, 20: 5.0}
-
-        def scored_by_step(*args):
-            step = callbacks_lib.current_step(holder.model)
-            return dataclasses.replace(score(*args), bleu=by_step[step])
 
         def run(min_delta):
             batches = []
             recorder = keras.callbacks.LambdaCallback(
                 on_train_batch_end=lambda batch, logs: batches.append(batch)
             )
-            with mock.patch.object(evaluation, "score", scored_by_step):
+            with bleu_by_step(
+                by_step, lambda: callbacks_lib.current_step(holder.model)
+            ):
                 result = self.run_training(
                     folder,
                     train_steps=20,
