@@ -44,6 +44,13 @@ flags.DEFINE_integer(
     "suits the two parallel searches without XLA, not XLA's one search).",
     lower_bound=0,
 )
+flags.DEFINE_integer(
+    "parallel_searches",
+    0,
+    "Side by side searches per call without XLA (0: as Translator searches; "
+    "1 with XLA, which always runs one).",
+    lower_bound=0,
+)
 FLAGS = flags.FLAGS
 
 
@@ -55,6 +62,10 @@ def main(argv):
     tf.config.threading.set_intra_op_parallelism_threads(FLAGS.intra_op_threads)
     model = workloads.build_model(FLAGS.config)
     steps = workloads.DECODE["steps"]
+    searches = {
+        xla: workloads.parallel_searches_for(xla, FLAGS.parallel_searches)
+        for xla in (False, True)
+    }
     for batch in map(int, FLAGS.batch_sizes):
         outputs = {}
         for xla in (value == "true" for value in FLAGS.xla):
@@ -64,7 +75,9 @@ def main(argv):
                     if path == "saved_model"
                     else contextlib.nullcontext()
                 ) as folder:
-                    call, _ = workloads.decode_fn(model, xla, batch, folder)
+                    call, _ = workloads.decode_fn(
+                        model, xla, batch, folder, searches[xla]
+                    )
                     median, first, times = workloads.time_calls(
                         call, FLAGS.warmup, FLAGS.steps
                     )
@@ -79,6 +92,7 @@ def main(argv):
                             "path": path,
                             "jit_compile": xla,
                             "intra_op_threads": FLAGS.intra_op_threads,
+                            "parallel_searches": searches[xla],
                             "median_s": round(median, 4),
                             "step_s": [round(t, 4) for t in times],
                             "first_call_s": round(first, 2),

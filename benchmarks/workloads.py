@@ -87,17 +87,30 @@ def train_step_fn(
     return step
 
 
+def parallel_searches_for(jit_compile: bool, requested=None) -> int:
+    """The side by side searches of a decoding call: `requested` (a positive
+    int) or, if None or 0, as many as `Translator` runs; always 1 with XLA,
+    which runs one program."""
+    if jit_compile:
+        return 1
+    return requested or DEFAULT_PARALLEL_SEARCHES
+
+
 class FixedLengthDecoder(tf.Module):
     """Encoder + cached beam search for exactly `DECODE["steps"]` steps
-    (EOS disabled), on token ids; exportable as a SavedModel."""
+    (EOS disabled), on token ids; exportable as a SavedModel.
+    `parallel_searches` as `parallel_searches_for`'s `requested`."""
 
-    def __init__(self, model, jit_compile: bool):
+    def __init__(self, model, jit_compile: bool, parallel_searches=None):
         super().__init__()
         self.model_weights = [w.value for w in model.weights]
         # A plain namespace is not tracked (a list would be, and would save
         # the Keras model's variables a second time): only the weights are.
         self._holder = types.SimpleNamespace(model=model)
         self.jit_compile = jit_compile
+        self.parallel_searches = parallel_searches_for(
+            jit_compile, parallel_searches
+        )
         self.search = tf.function(
             self._search,
             input_signature=[tf.TensorSpec([None, None], tf.int32)],
@@ -117,17 +130,18 @@ class FixedLengthDecoder(tf.Module):
             # XLA needs fixed-size caches; without it, in-place ones copy
             # nothing.
             fixed_size=self.jit_compile,
-            # As `Translator` does: side by side searches without XLA.
-            parallel_searches=(
-                1 if self.jit_compile else DEFAULT_PARALLEL_SEARCHES
-            ),
+            parallel_searches=self.parallel_searches,
         )
         return result.ids, result.scores
 
 
-def export_decoder(model, jit_compile: bool, folder: str) -> None:
+def export_decoder(
+    model, jit_compile: bool, folder: str, parallel_searches=None
+) -> None:
     """Writes the `FixedLengthDecoder` of `model` as a SavedModel."""
-    tf.saved_model.save(FixedLengthDecoder(model, jit_compile), folder)
+    tf.saved_model.save(
+        FixedLengthDecoder(model, jit_compile, parallel_searches), folder
+    )
 
 
 def decode_source(vocab_size: int, batch: int):
@@ -152,16 +166,22 @@ def search_fn(decoder, vocab_size: int, batch: int):
     return step
 
 
-def decode_fn(model, jit_compile: bool, batch: int, saved_model_dir=None):
+def decode_fn(
+    model,
+    jit_compile: bool,
+    batch: int,
+    saved_model_dir=None,
+    parallel_searches=None,
+):
     """A function that runs one beam-search call and waits for it, and the
     module it calls: a reloaded SavedModel when `saved_model_dir` is given
-    (exported there first)."""
+    (exported there first). `parallel_searches` as `FixedLengthDecoder`'s."""
     if saved_model_dir:
-        export_decoder(model, jit_compile, saved_model_dir)
+        export_decoder(model, jit_compile, saved_model_dir, parallel_searches)
         # The loaded object owns the restored variables: keep it alive.
         decoder = serving.load_exported(saved_model_dir)
     else:
-        decoder = FixedLengthDecoder(model, jit_compile)
+        decoder = FixedLengthDecoder(model, jit_compile, parallel_searches)
     return search_fn(decoder, model.config.vocab_size, batch), decoder
 
 
