@@ -1,0 +1,56 @@
+"""benchmarks/decode_matmuls.py: a beam-search step's matmuls, alone."""
+
+import json
+import subprocess
+import sys
+
+from benchmarks import decode_matmuls, workloads
+
+
+def test_a_step_has_the_models_products():
+    config = workloads.CONFIGS["base"]
+    d_model, d_ff = config["d_model"], config["d_ff"]
+    products = decode_matmuls.step_products(config)
+    layers = products[: 6 * config["num_layers"]]
+    logits = products[6 * config["num_layers"] :]
+    assert all(columns == right[0] for columns, right in products)
+    # Per layer: Q, K and V fused (3 D^2), three more D x D (the
+    # self-attention's output, the cross-attention's query and output),
+    # then D x F and F x D.
+    for layer in range(config["num_layers"]):
+        own = layers[6 * layer : 6 * layer + 6]
+        assert sum(c * r[1] for c, r in own) == (
+            6 * d_model * d_model + 2 * d_model * d_ff
+        )
+    # The blocks make up the pre-softmax matrix exactly.
+    assert sum(right[1] for _, right in logits) == config["vocab_size"]
+    assert {right[0] for _, right in logits} == {d_model}
+
+
+def run(*flags):
+    output = subprocess.run(
+        [sys.executable, decode_matmuls.__file__, "--config=small", *flags],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    (row,) = [json.loads(line) for line in output.splitlines()]
+    return row
+
+
+def test_distinct_and_cached_weights():
+    d, f, vocab = 256, 1024, 8000  # small
+    layer = 3 * d * d + 3 * d * d + 2 * d * f
+    distinct = run("--rows=4", "--steps=1")
+    cached = run("--rows=4", "--steps=1", "--cached")
+    for row in distinct, cached:
+        assert row["products"] == 6 * 3 + 4  # 8000 columns: 4 blocks
+        assert row["gflop_per_s"] > 0
+    assert distinct["weight_mib"] == round(
+        (3 * layer + d * vocab) * 4 / 2**20, 1
+    )
+    # One layer's weights and two logits blocks (2048 columns, and the
+    # last 1856).
+    assert cached["weight_mib"] == round(
+        (layer + d * 2048 + d * 1856) * 4 / 2**20, 1
+    )
