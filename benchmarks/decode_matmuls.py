@@ -74,6 +74,22 @@ def step_products(config):
     return layer * config["num_layers"] + logits
 
 
+def weight_keys(products, num_layers, cached):
+    """One key per product of `step_products`: products with one key share
+    a weight. All distinct, or with `cached` the first layer's weights for
+    every layer and one logits block for every block of its width (the
+    last one is shorter)."""
+    layer_products = _PRODUCTS_PER_LAYER * num_layers
+    return [
+        (
+            (index % _PRODUCTS_PER_LAYER if index < layer_products else right)
+            if cached
+            else index
+        )
+        for index, (_, right) in enumerate(products)
+    ]
+
+
 def main(argv):
     del argv
     import numpy as np
@@ -89,15 +105,8 @@ def main(argv):
 
     weights = {}
     operands = []
-    layer_products = _PRODUCTS_PER_LAYER * config["num_layers"]
-    for index, (columns, right) in enumerate(products):
-        key = index
-        if FLAGS.cached:
-            # The first layer's weights for every layer, and one logits
-            # block for every block of its width (the last one is shorter).
-            key = (
-                index % _PRODUCTS_PER_LAYER if index < layer_products else right
-            )
+    keys = weight_keys(products, config["num_layers"], FLAGS.cached)
+    for (columns, right), key in zip(products, keys):
         if key not in weights:
             weights[key] = tensor(right)
         operands.append((tensor((FLAGS.rows, columns)), weights[key]))

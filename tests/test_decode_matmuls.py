@@ -27,30 +27,46 @@ def test_a_step_has_the_models_products():
     assert {right[0] for _, right in logits} == {d_model}
 
 
-def run(*flags):
+def weight_elements(config, cached):
+    """The elements of the weights a step reads, one count per key."""
+    products = decode_matmuls.step_products(config)
+    keys = decode_matmuls.weight_keys(products, config["num_layers"], cached)
+    shapes = {key: right for (_, right), key in zip(products, keys)}
+    assert all(
+        shapes[key] == right for (_, right), key in zip(products, keys)
+    ), "a shared weight must fit every product that reads it"
+    return sum(rows * columns for rows, columns in shapes.values())
+
+
+def test_distinct_and_cached_weights():
+    config = workloads.CONFIGS["small"]
+    d, f, vocab = config["d_model"], config["d_ff"], config["vocab_size"]
+    layer = 6 * d * d + 2 * d * f
+    assert weight_elements(config, False) == 3 * layer + d * vocab
+    # One layer's weights and two logits blocks: 2048 columns, and the
+    # last 8000 - 3 x 2048 = 1856.
+    assert weight_elements(config, True) == layer + d * 2048 + d * 1856
+
+
+def test_prints_the_step():
     output = subprocess.run(
-        [sys.executable, decode_matmuls.__file__, "--config=small", *flags],
+        [
+            sys.executable,
+            decode_matmuls.__file__,
+            "--config=small",
+            "--rows=4",
+            "--steps=1",
+            "--cached",
+        ],
         capture_output=True,
         text=True,
         check=True,
     ).stdout
     (row,) = [json.loads(line) for line in output.splitlines()]
-    return row
-
-
-def test_distinct_and_cached_weights():
-    d, f, vocab = 256, 1024, 8000  # small
-    layer = 3 * d * d + 3 * d * d + 2 * d * f
-    distinct = run("--rows=4", "--steps=1")
-    cached = run("--rows=4", "--steps=1", "--cached")
-    for row in distinct, cached:
-        assert row["products"] == 6 * 3 + 4  # 8000 columns: 4 blocks
-        assert row["gflop_per_s"] > 0
-    assert distinct["weight_mib"] == round(
-        (3 * layer + d * vocab) * 4 / 2**20, 1
+    config = workloads.CONFIGS["small"]
+    assert row["products"] == 6 * 3 + 4  # 8000 columns: 4 blocks
+    assert row["weight_mib"] == round(
+        weight_elements(config, True) * 4 / 2**20, 1
     )
-    # One layer's weights and two logits blocks (2048 columns, and the
-    # last 1856).
-    assert cached["weight_mib"] == round(
-        (layer + d * 2048 + d * 1856) * 4 / 2**20, 1
-    )
+    assert row["rows"] == 4 and row["cached"] is True
+    assert row["gflop_per_s"] > 0
